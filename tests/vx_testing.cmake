@@ -1,0 +1,51 @@
+# Helpers every test directory uses, so that sanitizer builds and preloading
+# work the same everywhere.
+#
+# vx_add_test(NAME name COMMAND cmd... [PRELOAD] [THREADED] [ENV k=v...]
+#             [TIMEOUT s] [LABELS l...])
+#   PRELOAD   run with build/libvx.so in LD_PRELOAD (the sanitizer runtime,
+#             if any, goes first, as the dynamic linker requires);
+#   THREADED  label "threaded": scripts/test.sh also runs it under TSan.
+# Every test sees the simulated driver first on LD_LIBRARY_PATH, skips with
+# exit code 77, and gets VX_TEST_BIN_DIR (the build tree's root).
+
+function(vx_add_test)
+  cmake_parse_arguments(T "PRELOAD;THREADED" "NAME;TIMEOUT" "COMMAND;ENV;LABELS" ${ARGN})
+  add_test(NAME ${T_NAME} COMMAND ${T_COMMAND})
+  set(env
+      "LD_LIBRARY_PATH=${CMAKE_BINARY_DIR}/tests/simcuda"
+      "VX_TEST_BIN_DIR=${CMAKE_BINARY_DIR}"
+      "VX_TEST_SRC_DIR=${CMAKE_SOURCE_DIR}"
+      "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=1"
+      "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
+      "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1")
+  if(T_PRELOAD)
+    if(VX_SAN_RUNTIME)
+      list(APPEND env "LD_PRELOAD=${VX_SAN_RUNTIME}:${CMAKE_BINARY_DIR}/libvx.so")
+    else()
+      list(APPEND env "LD_PRELOAD=${CMAKE_BINARY_DIR}/libvx.so")
+    endif()
+  endif()
+  list(APPEND env ${T_ENV})
+  set(labels ${T_LABELS})
+  if(T_THREADED)
+    list(APPEND labels threaded)
+  endif()
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "${env}" SKIP_RETURN_CODE 77
+                       TIMEOUT ${T_TIMEOUT} LABELS "${labels}")
+endfunction()
+
+# A Check unit-test binary from sources, registered through vx_add_test.
+function(vx_add_check_test name)
+  cmake_parse_arguments(T "THREADED" "" "SOURCES;LIBS;ENV" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE PkgConfig::CHECK ${T_LIBS} Threads::Threads)
+  if(T_THREADED)
+    vx_add_test(NAME ${name} COMMAND ${name} THREADED ENV "CK_FORK=no" ${T_ENV})
+  else()
+    vx_add_test(NAME ${name} COMMAND ${name} ENV ${T_ENV})
+  endif()
+endfunction()

@@ -3,7 +3,7 @@
 # Sourced by test.sh and demo.sh; safe to run on its own.
 set -euo pipefail
 
-VX_DEBS=(cmake pkg-config gcc make liburing-dev uthash-dev check libunwind-dev)
+VX_DEBS=(cmake pkg-config gcc make liburing-dev uthash-dev check libunwind-dev python3 groff-base)
 
 vx_missing_debs() {
   local p missing=()

@@ -1,0 +1,257 @@
+/* replay.c: `vx replay`: runs a recorded or synthetic launch trace through the
+ * policies under a cost model and prints, per policy, time, stalls, bytes, overhead. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "replay.h"
+#include "synth.h"
+
+#define MAX_POL 16
+
+struct opts {
+  const char *trace, *synth, *policies, *save;
+  int json;
+  uint64_t capacity, chunk;
+  double link_gbps, dev_gbps, fault_us;
+};
+
+static int usage(FILE *f) {
+  fprintf(f,
+          "usage: vx replay TRACE|--synth NAME[,key=value...] [--policy a,b,...] [--json]\n"
+          "                 [--capacity S] [--link-gbps G] [--fault-us U] [--dev-gbps G] "
+          "[--chunk S] [--save FILE]\n"
+          "policies: demand deepum static predict oracle bound infinite (default: all)\n"
+          "workloads: transformer-train transformer-infer cnn moe two-stream\n"
+          "  keys: layers hidden batch seq iters oversub(1-3) seed drift(0|1) tokens prompt\n"
+          "        experts active\n"
+          "--save FILE writes the trace (e.g. the --synth one) to FILE before replaying it\n"
+          "defaults: capacity from the trace, link 25 GB/s, fault batch 45 us, device 3000 GB/s,\n"
+          "          chunk from the trace (2 MiB)\n");
+  return f == stdout ? 0 : 2;
+}
+
+static int parse_size(const char *s, uint64_t *out) {
+  char *end;
+  double v = strtod(s, &end);
+  double mul = 1;
+  switch (*end) {
+  case 'K':
+  case 'k':
+    mul = 1024.0;
+    end++;
+    break;
+  case 'M':
+  case 'm':
+    mul = 1024.0 * 1024;
+    end++;
+    break;
+  case 'G':
+  case 'g':
+    mul = 1024.0 * 1024 * 1024;
+    end++;
+    break;
+  case 'T':
+  case 't':
+    mul = 1024.0 * 1024 * 1024 * 1024;
+    end++;
+    break;
+  }
+  if (end == s || *end || v <= 0) return -EINVAL;
+  *out = (uint64_t)(v * mul);
+  return 0;
+}
+
+static int parse_pos(const char *s, double *out) {
+  char *end;
+  *out = strtod(s, &end);
+  return end != s && !*end && *out > 0 ? 0 : -EINVAL;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int r = 0, val = 1;
+    if (!strcmp(a, "--json")) {
+      o->json = 1, val = 0;
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      return 1;
+    } else if (!v && a[0] == '-' && a[1] == '-') {
+      fprintf(stderr, "vx replay: %s needs a value\n", a);
+      return -EINVAL;
+    } else if (!strcmp(a, "--synth")) {
+      o->synth = v;
+    } else if (!strcmp(a, "--save")) {
+      o->save = v;
+    } else if (!strcmp(a, "--policy")) {
+      o->policies = v;
+    } else if (!strcmp(a, "--capacity")) {
+      r = parse_size(v, &o->capacity);
+    } else if (!strcmp(a, "--chunk")) {
+      r = parse_size(v, &o->chunk);
+      r = r ? r : (o->chunk & (o->chunk - 1)) || o->chunk < (64u << 10) ? -EINVAL : 0;
+    } else if (!strcmp(a, "--link-gbps")) {
+      r = parse_pos(v, &o->link_gbps);
+    } else if (!strcmp(a, "--dev-gbps")) {
+      r = parse_pos(v, &o->dev_gbps);
+    } else if (!strcmp(a, "--fault-us")) {
+      r = parse_pos(v, &o->fault_us);
+    } else if (a[0] != '-' && !o->trace) {
+      o->trace = a, val = 0;
+    } else {
+      fprintf(stderr, "vx replay: unexpected argument '%s'\n", a);
+      return -EINVAL;
+    }
+    if (r < 0) {
+      fprintf(stderr, "vx replay: bad value '%s' for %s\n", v, a);
+      return r;
+    }
+    i += val;
+  }
+  if (!o->trace == !o->synth) {
+    fprintf(stderr, "vx replay: give a TRACE file or --synth NAME (one of them)\n");
+    return -EINVAL;
+  }
+  return 0;
+}
+
+static int read_file(const char *path, void **buf, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -errno;
+  size_t cap = 1 << 20, n = 0;
+  char *b = malloc(cap);
+  while (b) {
+    n += fread(b + n, 1, cap - n, f);
+    if (n < cap) break;
+    char *nb = realloc(b, cap *= 2);
+    if (!nb) free(b);
+    b = nb;
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (!b || err) {
+    free(b);
+    return b ? -EIO : -ENOMEM;
+  }
+  *buf = b;
+  *len = n;
+  return 0;
+}
+
+static int save(const char *path, const void *buf, size_t len) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return -errno;
+  size_t n = fwrite(buf, 1, len, f);
+  int bad = fclose(f) != 0 || n != len;
+  return bad ? -EIO : 0;
+}
+
+static int load(const struct opts *o, rp_trace_t *t) {
+  void *buf = NULL;
+  size_t len = 0;
+  char err[256] = "";
+  int r = o->synth ? synth_generate(o->synth, &buf, &len, err, sizeof err)
+                   : read_file(o->trace, &buf, &len);
+  if (r < 0) {
+    if (err[0])
+      fprintf(stderr, "vx replay: %s\n", err);
+    else
+      fprintf(stderr, "vx replay: %s: %s\n", o->trace, strerror(-r));
+    return r;
+  }
+  if (o->save && (r = save(o->save, buf, len)) < 0) {
+    fprintf(stderr, "vx replay: %s: %s\n", o->save, strerror(-r));
+    free(buf);
+    return r;
+  }
+  r = rp_trace_load(t, buf, len, o->chunk, err, sizeof err);
+  free(buf);
+  if (r < 0) fprintf(stderr, "vx replay: %s\n", err);
+  return r;
+}
+
+// ---- output ----
+
+static void print_json(const rp_result_t *r, const char *src, const rp_model_t *m) {
+  printf("{\"policy\":\"%s\",\"source\":\"%s\",\"total_s\":%.6f,\"stall_s\":%.6f,"
+         "\"compute_s\":%.6f,\"bytes_up\":%llu,\"bytes_down\":%llu,\"faults\":%llu,"
+         "\"overhead\":%.6f,\"oracle_gain_share\":%.6f,\"capacity\":%llu}\n",
+         r->policy, src, r->total_s, r->stall_s, r->compute_s, (unsigned long long)r->bytes_up,
+         (unsigned long long)r->bytes_down, (unsigned long long)r->faults, r->overhead,
+         r->oracle_gain_share, (unsigned long long)m->capacity);
+}
+
+static void print_table(const rp_result_t *res, int n, const rp_trace_t *t, const rp_model_t *m,
+                        const char *src) {
+  printf("%s: %zu launches, %zu allocations, capacity %.2f GiB, chunk %llu KiB\n", src, t->nlaunch,
+         t->nal, (double)m->capacity / (1 << 30), (unsigned long long)(t->chunk >> 10));
+  printf("%-9s %10s %10s %10s %10s %9s %9s\n", "policy", "total_s", "stall_s", "up_GiB", "down_GiB",
+         "overhead", "oracle%");
+  for (int i = 0; i < n; i++)
+    printf("%-9s %10.4f %10.4f %10.3f %10.3f %8.1f%% %8.1f%%\n", res[i].policy, res[i].total_s,
+           res[i].stall_s, (double)res[i].bytes_up / (1 << 30),
+           (double)res[i].bytes_down / (1 << 30), res[i].overhead * 100,
+           res[i].oracle_gain_share * 100);
+}
+
+static int split_policies(const char *list, char names[MAX_POL][16]) {
+  char tmp[256];
+  snprintf(tmp, sizeof tmp, "%s",
+           list ? list : "demand,deepum,static,predict,oracle,bound,infinite");
+  int n = 0;
+  char *save = NULL;
+  for (char *p = strtok_r(tmp, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+    if (!rp_policy_known(p) || n == MAX_POL) {
+      fprintf(stderr,
+              "vx replay: unknown policy '%s' (demand deepum static predict oracle "
+              "bound infinite)\n",
+              p);
+      return -EINVAL;
+    }
+    snprintf(names[n++], 16, "%s", p);
+  }
+  return n;
+}
+
+static int run_all(const struct opts *o, const rp_trace_t *t, const rp_model_t *m,
+                   char names[MAX_POL][16], int n) {
+  rp_result_t ref[3], res[MAX_POL];
+  const char *refs[3] = {"infinite", "demand", "oracle"};
+  for (int i = 0; i < 3; i++)
+    if (rp_run(t, m, refs[i], &ref[i]) < 0) return -ENOMEM;
+  const char *src = o->synth ? o->synth : o->trace;
+  for (int i = 0; i < n; i++) {
+    if (rp_run(t, m, names[i], &res[i]) < 0) return -ENOMEM;
+    if (!strcmp(names[i], "bound")) res[i].stall_s = res[i].total_s - ref[0].total_s;
+    rp_derive(&res[i], &ref[0], &ref[1], &ref[2]);
+    if (o->json) print_json(&res[i], src, m);
+  }
+  if (!o->json) print_table(res, n, t, m, src);
+  return 0;
+}
+
+int vx_cmd_replay(int argc, char **argv) {
+  struct opts o = {0};
+  int r = parse_args(argc, argv, &o);
+  if (r) return r > 0 ? usage(stdout) : usage(stderr);
+  char names[MAX_POL][16];
+  int n = split_policies(o.policies, names);
+  if (n < 0) return 2;
+  rp_trace_t t;
+  r = load(&o, &t);
+  if (r < 0) return r == -EINVAL && o.synth ? 2 : 1;
+  rp_model_t m;
+  rp_model_default(&m, o.capacity ? o.capacity : t.capacity);
+  if (o.link_gbps) m.link_bps = o.link_gbps * 1e9;
+  if (o.dev_gbps) m.dev_bps = o.dev_gbps * 1e9;
+  if (o.fault_us) m.fault_ns = o.fault_us * 1e3;
+  r = m.capacity >= t.chunk ? run_all(&o, &t, &m, names, n) : -EINVAL;
+  if (r == -EINVAL)
+    fprintf(stderr, "vx replay: capacity below one chunk\n");
+  else if (r < 0)
+    fprintf(stderr, "vx replay: out of memory\n");
+  rp_trace_free(&t);
+  return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,81 @@
+/* replay.h: the offline replay of a launch trace through a policy under a cost
+ * model (compute timeline, copy engines, demand faults), shared by `vx replay` and tests. */
+#ifndef VX_TOOLS_REPLAY_H
+#define VX_TOOLS_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy.h"
+#include "trace.h"
+
+/* A trace loaded into memory, allocations numbered densely. */
+typedef struct rp_alloc {
+  uint64_t id, addr, size;
+  uint64_t base; /* global index of its chunk 0 */
+  uint32_t nchunks;
+} rp_alloc_t;
+
+typedef struct rp_event {
+  uint32_t type;  /* POL_TREC_* */
+  uint32_t alloc; /* ALLOC/FREE: dense allocation index */
+  uint64_t time, dur, kernel, stream;
+  uint64_t r0; /* LAUNCH: first range in ranges[] */
+  uint32_t nr;
+} rp_event_t;
+
+typedef struct rp_trace {
+  uint64_t chunk, capacity; /* from the header (or overridden) */
+  rp_event_t *ev;
+  size_t nev, nlaunch;
+  rp_alloc_t *al;
+  size_t nal;
+  pol_range_t *rg;    /* launch ranges, with the trace's allocation ids */
+  uint32_t *rg_alloc; /* dense allocation index of each range */
+  size_t nrg;
+  uint64_t nchunks;  /* chunks of all allocations ever made */
+  size_t *launch_ev; /* event index of each launch */
+} rp_trace_t;
+
+/* Loads an encoded trace.  chunk != 0 re-expresses ranges in chunks of that
+ * size.  Only device 0 is replayed (other devices' records are skipped).
+ * Returns 0, or a negative errno with a one-line reason in err: the trace
+ * decoder's codes, -EINVAL for a FREE or LAUNCH of an unknown allocation or a
+ * duplicate live id, -ENOMEM. */
+int rp_trace_load(rp_trace_t *t, const void *buf, size_t len, uint64_t chunk, char *err,
+                  size_t errlen);
+void rp_trace_free(rp_trace_t *t);
+
+typedef struct rp_model {
+  uint64_t capacity;    /* device bytes for the program's data */
+  double link_bps;      /* host link bytes/s (both directions, full duplex) */
+  double dev_bps;       /* device memory bytes/s, for launches without a duration */
+  double fault_ns;      /* cost of one fault batch */
+  uint32_t fault_batch; /* chunks per fault batch */
+} rp_model_t;
+
+void rp_model_default(rp_model_t *m, uint64_t capacity);
+
+typedef struct rp_result {
+  char policy[16];
+  double total_s, stall_s, compute_s;
+  uint64_t bytes_up, bytes_down, faults, fault_batches, prefetches, evictions, drops;
+  uint64_t writebacks_of_freed; /* must stay 0: dead chunks are never written back */
+  double overhead, oracle_gain_share;
+} rp_result_t;
+
+/* Policies: "demand", "deepum", "static", "predict", "oracle", "infinite", "bound".
+ * Returns 1 if name is one. */
+int rp_policy_known(const char *name);
+/* Replays t through `policy` under m.  Fills everything but overhead and
+ * oracle_gain_share (see rp_derive).  Returns 0, -EINVAL (unknown policy), -ENOMEM. */
+int rp_run(const rp_trace_t *t, const rp_model_t *m, const char *policy, rp_result_t *out);
+/* Fills overhead = total/infinite_total - 1 and the share of the oracle's gain
+ * over demand, (stall_demand - stall)/(stall_demand - stall_oracle) (1 when the
+ * oracle gains nothing and the policy stalls no more than it). */
+void rp_derive(rp_result_t *r, const rp_result_t *infinite, const rp_result_t *demand,
+               const rp_result_t *oracle);
+/* Bytes the Belady MIN replacement must bring up (lower bound on transfers). */
+uint64_t rp_min_bytes(const rp_trace_t *t, uint64_t capacity);
+
+#endif

@@ -1,0 +1,488 @@
+/* replay_engine.c: the cost model.  A compute timeline per stream, an H2D and a
+ * D2H copy engine at link bandwidth overlapping compute, demand faults that stall. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "replay.h"
+
+enum { C_FRESH = 0, C_HOST, C_DEV, C_DEAD };
+#define MAX_STREAMS 64
+#define PLAN_CAP 65536
+
+struct ck {
+  double arrive, busy;
+  uint32_t prev, next, stamp, alloc;
+  uint8_t loc, clean; /* clean: a valid host copy exists (ReadMostly, not written since) */
+};
+
+struct idm {
+  uint64_t id;
+  uint32_t idx;
+  UT_hash_handle hh;
+};
+
+struct eng {
+  const rp_trace_t *t;
+  const rp_model_t *m;
+  rp_result_t *res;
+  struct ck *ck;
+  uint32_t sentinel; /* LRU list head, index nchunks */
+  uint8_t *tier, *rm;
+  struct idm *ids, *idm_pool;
+  uint64_t cap, used, native;
+  double h2d_free, d2h_free, prio_free, t_issue, prev_start, end;
+  uint64_t sid[MAX_STREAMS];
+  double sfree[MAX_STREAMS];
+  int nstreams, infinite;
+  uint32_t stamp;
+  size_t cur;
+  pol_t *pol;
+  pol_plan_t plan;
+  uint32_t *missing;
+  double *slot; /* min-heap: when each freed device slot becomes usable */
+  size_t nslot;
+  uint64_t free0; /* slots free from the start */
+};
+
+void rp_model_default(rp_model_t *m, uint64_t capacity) {
+  *m = (rp_model_t){.capacity = capacity,
+                    .link_bps = 25e9,
+                    .dev_bps = 3e12,
+                    .fault_ns = 45000,
+                    .fault_batch = 32};
+}
+
+static const char *const policies[] = {"demand", "deepum",   "static", "predict",
+                                       "oracle", "infinite", "bound",  NULL};
+
+int rp_policy_known(const char *name) {
+  for (int i = 0; policies[i]; i++)
+    if (!strcmp(name, policies[i])) return 1;
+  return 0;
+}
+
+// ---- chunk bookkeeping ----
+
+static double xfer(const struct eng *e, uint64_t bytes) {
+  return (double)bytes / e->m->link_bps * 1e9;
+}
+
+static uint64_t ck_bytes(const struct eng *e, uint32_t g) {
+  const rp_alloc_t *a = &e->t->al[e->ck[g].alloc];
+  uint64_t off = (g - a->base) * e->t->chunk;
+  return a->size - off < e->t->chunk ? a->size - off : e->t->chunk;
+}
+
+static void lru_unlink(struct eng *e, uint32_t g) {
+  e->ck[e->ck[g].prev].next = e->ck[g].next;
+  e->ck[e->ck[g].next].prev = e->ck[g].prev;
+}
+
+static void lru_push(struct eng *e, uint32_t g) {
+  uint32_t s = e->sentinel;
+  e->ck[g].prev = e->ck[s].prev;
+  e->ck[g].next = s;
+  e->ck[e->ck[s].prev].next = g;
+  e->ck[s].prev = g;
+}
+
+// ---- device slots: a freed slot is usable once its old chunk is written back ----
+
+static void slot_push(struct eng *e, double t) {
+  size_t i = e->nslot++;
+  while (i && e->slot[(i - 1) / 2] > t) {
+    e->slot[i] = e->slot[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  e->slot[i] = t;
+}
+
+/* Takes the slot that is usable first; returns when. */
+static double slot_pop(struct eng *e) {
+  if (e->free0) {
+    e->free0--;
+    return 0;
+  }
+  if (!e->nslot) return 0;
+  double top = e->slot[0], last = e->slot[--e->nslot];
+  size_t i = 0;
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= e->nslot) break;
+    if (c + 1 < e->nslot && e->slot[c + 1] < e->slot[c]) c++;
+    if (e->slot[c] >= last) break;
+    e->slot[i] = e->slot[c];
+    i = c;
+  }
+  if (e->nslot) e->slot[i] = last;
+  return top;
+}
+
+static double set_dev(struct eng *e, uint32_t g) {
+  e->ck[g].loc = C_DEV;
+  e->used++;
+  lru_push(e, g);
+  return slot_pop(e);
+}
+
+/* Takes g off the device; its slot is usable from `ready`. */
+static void set_away_at(struct eng *e, uint32_t g, int loc, double ready) {
+  if (e->ck[g].loc == C_DEV) {
+    lru_unlink(e, g);
+    e->used--;
+    slot_push(e, ready);
+  }
+  e->ck[g].loc = (uint8_t)loc;
+}
+
+static void set_away(struct eng *e, uint32_t g, int loc) {
+  set_away_at(e, g, loc, e->ck[g].busy);
+}
+
+static void tell(struct eng *e, uint32_t g, int state) {
+  const rp_alloc_t *a = &e->t->al[e->ck[g].alloc];
+  if (e->pol) pol_chunk_state(e->pol, a->id, (uint32_t)(g - a->base), 1, state);
+}
+
+/* Evicts g no earlier than `at`; returns when its space is free. */
+static double evict(struct eng *e, uint32_t g, double at) {
+  double ready = at > e->ck[g].busy ? at : e->ck[g].busy;
+  if (!e->ck[g].clean) {
+    uint64_t b = ck_bytes(e, g);
+    double start = ready > e->d2h_free ? ready : e->d2h_free;
+    ready = e->d2h_free = start + xfer(e, b);
+    e->res->bytes_down += b;
+  }
+  set_away_at(e, g, C_HOST, ready);
+  e->res->evictions++;
+  return ready;
+}
+
+static void set_cap(struct eng *e) {
+  uint64_t b = e->m->capacity > e->native ? e->m->capacity - e->native : 0;
+  uint64_t cap = b / e->t->chunk;
+  if (cap > e->cap)
+    e->free0 += cap - e->cap;
+  else
+    e->free0 -= e->free0 < e->cap - cap ? e->free0 : e->cap - cap;
+  e->cap = cap;
+}
+
+static uint32_t dense(struct eng *e, uint64_t id) {
+  struct idm *m = NULL;
+  HASH_FIND(hh, e->ids, &id, sizeof id, m);
+  return m ? m->idx : UINT32_MAX;
+}
+
+// ---- plans ----
+
+static double max3(double a, double b, double c) {
+  double m = a > b ? a : b;
+  return m > c ? m : c;
+}
+
+static void prefetch(struct eng *e, uint32_t g, int required, double T) {
+  if (e->ck[g].loc == C_DEV || e->ck[g].loc == C_DEAD) return;
+  if (e->used >= e->cap) {
+    tell(e, g, POL_STATE_HOST);
+    return;
+  }
+  int from_host = e->ck[g].loc == C_HOST;
+  double space = set_dev(e, g);
+  double arrive = T > space ? T : space;
+  e->ck[g].clean = 0;
+  if (from_host) {
+    uint64_t b = ck_bytes(e, g);
+    double x = xfer(e, b);
+    double start = max3(T, space, required ? e->prio_free : e->h2d_free);
+    arrive = start + x;
+    if (required) e->prio_free = arrive;
+    e->h2d_free = (e->h2d_free > start ? e->h2d_free : start) + x;
+    e->res->bytes_up += b;
+    e->ck[g].clean = e->rm[e->ck[g].alloc];
+  }
+  e->res->prefetches++;
+  e->ck[g].arrive = arrive;
+}
+
+static void action(struct eng *e, const pol_action_t *a, double T) {
+  uint32_t d = dense(e, a->alloc_id);
+  if (d == UINT32_MAX) {
+    if (a->op == POL_OP_EVICT) e->res->writebacks_of_freed++;
+    return;
+  }
+  const rp_alloc_t *al = &e->t->al[d];
+  if (a->op == POL_OP_ADVISE_READ_MOSTLY) {
+    e->rm[d] = 1;
+    return;
+  }
+  for (uint64_t i = a->index; i < (uint64_t)a->index + a->count && i < al->nchunks; i++) {
+    uint32_t g = (uint32_t)(al->base + i);
+    if (a->op == POL_OP_PREFETCH) {
+      prefetch(e, g, a->when == POL_REQUIRED, T);
+    } else if (a->op == POL_OP_EVICT && e->ck[g].loc == C_DEV) {
+      evict(e, g, T);
+    } else if (a->op == POL_OP_DROP && e->ck[g].loc == C_DEV) {
+      set_away(e, g, C_DEAD);
+      e->res->drops++;
+    }
+  }
+}
+
+static void run_plan(struct eng *e, double T) {
+  for (uint32_t i = 0; i < e->plan.n; i++)
+    action(e, &e->plan.actions[i], T);
+}
+
+static int future(void *ctx, uint32_t k, pol_launch_t *out) {
+  struct eng *e = ctx;
+  if (e->cur + k >= e->t->nlaunch) return 0;
+  const rp_event_t *ev = &e->t->ev[e->t->launch_ev[e->cur + k]];
+  *out = (pol_launch_t){.kernel = ev->kernel,
+                        .stream = ev->stream,
+                        .now = ev->time,
+                        .ranges = e->t->rg + ev->r0,
+                        .nranges = ev->nr};
+  return 1;
+}
+
+// ---- events ----
+
+static void on_alloc(struct eng *e, const rp_event_t *ev) {
+  const rp_alloc_t *a = &e->t->al[ev->alloc];
+  int tier = e->pol ? pol_alloc(e->pol, a->id, a->addr, a->size, 0, (uint64_t)e->t_issue)
+                    : POL_TIER_MANAGED;
+  e->tier[ev->alloc] = (uint8_t)(tier < 0 ? POL_TIER_MANAGED : tier);
+  if (tier == POL_TIER_DEVICE) {
+    e->native += a->size;
+    set_cap(e);
+  }
+  struct idm *m = &e->idm_pool[ev->alloc];
+  m->id = a->id;
+  m->idx = ev->alloc;
+  HASH_ADD(hh, e->ids, id, sizeof m->id, m);
+}
+
+static void on_free(struct eng *e, const rp_event_t *ev) {
+  const rp_alloc_t *a = &e->t->al[ev->alloc];
+  for (uint32_t i = 0; i < a->nchunks; i++)
+    set_away(e, (uint32_t)(a->base + i), C_DEAD);
+  if (e->pol && pol_free(e->pol, a->id, (uint64_t)e->t_issue, &e->plan) > 0)
+    for (uint32_t i = 0; i < e->plan.n; i++)
+      if (e->plan.actions[i].op != POL_OP_DROP) e->res->writebacks_of_freed++;
+  if (e->tier[ev->alloc] == POL_TIER_DEVICE) {
+    e->native -= a->size;
+    set_cap(e);
+  }
+  struct idm *m = &e->idm_pool[ev->alloc];
+  HASH_DEL(e->ids, m);
+}
+
+static double *stream_free(struct eng *e, uint64_t id) {
+  for (int i = 0; i < e->nstreams; i++)
+    if (e->sid[i] == id) return &e->sfree[i];
+  int i = e->nstreams < MAX_STREAMS ? e->nstreams++ : MAX_STREAMS - 1;
+  e->sid[i] = id;
+  e->sfree[i] = 0;
+  return &e->sfree[i];
+}
+
+/* Least recently used resident chunk not used by the launch; UINT32_MAX if none. */
+static uint32_t lru_victim(struct eng *e) {
+  for (uint32_t g = e->ck[e->sentinel].next; g != e->sentinel; g = e->ck[g].next)
+    if (e->ck[g].stamp != e->stamp) return g;
+  return UINT32_MAX;
+}
+
+/* Services the launch's missing chunks in fault batches from t0; returns the end. */
+static double faults(struct eng *e, uint32_t nm, double t0) {
+  double tf = t0;
+  for (uint32_t i = 0; i < nm; i += e->m->fault_batch) {
+    tf += e->m->fault_ns;
+    e->res->fault_batches++;
+    for (uint32_t k = i; k < nm && k < i + e->m->fault_batch; k++) {
+      uint32_t g = e->missing[k], v;
+      while (e->used >= e->cap && (v = lru_victim(e)) != UINT32_MAX) {
+        tf = evict(e, v, tf);
+        tell(e, v, POL_STATE_HOST);
+      }
+      if (e->ck[g].loc == C_HOST) {
+        uint64_t b = ck_bytes(e, g);
+        double start = tf > e->prio_free ? tf : e->prio_free;
+        tf = e->prio_free = start + xfer(e, b);
+        e->h2d_free = (e->h2d_free > start ? e->h2d_free : start) + xfer(e, b);
+        e->res->bytes_up += b;
+      }
+      e->ck[g].clean = 0;
+      (void)set_dev(e, g);
+      e->ck[g].arrive = tf;
+      e->res->faults++;
+      tell(e, g, POL_STATE_DEVICE);
+    }
+  }
+  return tf;
+}
+
+/* Marks the launch's chunks; returns the time its resident ones are all there. */
+static double gather(struct eng *e, const rp_event_t *ev, double t0, uint32_t *nm,
+                     uint64_t *touched, uint64_t *host) {
+  double wait = t0;
+  for (uint32_t r = 0; r < ev->nr; r++) {
+    const pol_range_t *rg = &e->t->rg[ev->r0 + r];
+    uint32_t d = e->t->rg_alloc[ev->r0 + r];
+    const rp_alloc_t *a = &e->t->al[d];
+    for (uint64_t i = rg->first; i < (uint64_t)rg->first + rg->count && i < a->nchunks; i++) {
+      uint32_t g = (uint32_t)(a->base + i);
+      if (e->ck[g].stamp == e->stamp) continue;
+      e->ck[g].stamp = e->stamp;
+      *touched += ck_bytes(e, g);
+      if (e->infinite || e->tier[d] == POL_TIER_DEVICE) continue;
+      if (e->tier[d] == POL_TIER_HOST)
+        *host += ck_bytes(e, g);
+      else if (e->ck[g].loc == C_DEV)
+        wait = wait > e->ck[g].arrive ? wait : e->ck[g].arrive;
+      else
+        e->missing[(*nm)++] = g;
+    }
+  }
+  return wait;
+}
+
+static void finish(struct eng *e, const rp_event_t *ev, double end) {
+  for (uint32_t r = 0; r < ev->nr; r++) {
+    const pol_range_t *rg = &e->t->rg[ev->r0 + r];
+    const rp_alloc_t *a = &e->t->al[e->t->rg_alloc[ev->r0 + r]];
+    for (uint64_t i = rg->first; i < (uint64_t)rg->first + rg->count && i < a->nchunks; i++) {
+      uint32_t g = (uint32_t)(a->base + i);
+      e->ck[g].busy = end;
+      if (rg->mode != POL_ACCESS_READ) e->ck[g].clean = 0;
+      if (e->ck[g].loc == C_DEV) {
+        lru_unlink(e, g);
+        lru_push(e, g);
+      }
+    }
+  }
+}
+
+static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
+  double T = e->t_issue > e->prev_start ? e->t_issue : e->prev_start;
+  e->t_issue = T;
+  e->cur = li;
+  if (e->pol) {
+    pol_launch_t l = {.kernel = ev->kernel,
+                      .stream = ev->stream,
+                      .now = (uint64_t)T,
+                      .ranges = e->t->rg + ev->r0,
+                      .nranges = ev->nr};
+    if (pol_launch(e->pol, &l, &e->plan) > 0) run_plan(e, T);
+  }
+  double *sf = stream_free(e, ev->stream);
+  double t0 = *sf > T ? *sf : T;
+  uint32_t nm = 0;
+  uint64_t touched = 0, host = 0;
+  if (++e->stamp == 0) e->stamp = 1;
+  double wait = gather(e, ev, t0, &nm, &touched, &host);
+  double tf = faults(e, nm, t0);
+  double ready = wait > tf ? wait : tf;
+  double hx = xfer(e, host);
+  double dur = ev->dur ? (double)ev->dur : (double)touched / e->m->dev_bps * 1e9;
+  double end = ready + hx + dur;
+  e->res->bytes_up += host;
+  e->res->stall_s += (ready - t0 + hx) / 1e9;
+  e->res->compute_s += dur / 1e9;
+  *sf = end;
+  e->prev_start = ready;
+  e->end = e->end > end ? e->end : end;
+  finish(e, ev, end);
+}
+
+// ---- a run ----
+
+static int setup(struct eng *e, const rp_trace_t *t, const rp_model_t *m, const char *policy) {
+  e->t = t;
+  e->m = m;
+  e->sentinel = (uint32_t)t->nchunks;
+  e->ck = calloc(t->nchunks + 1, sizeof *e->ck);
+  e->tier = calloc(t->nal + 1, 1);
+  e->rm = calloc(t->nal + 1, 1);
+  e->idm_pool = calloc(t->nal + 1, sizeof *e->idm_pool);
+  e->missing = calloc(t->nchunks + 1, sizeof *e->missing);
+  e->plan.actions = calloc(PLAN_CAP, sizeof *e->plan.actions);
+  e->plan.cap = PLAN_CAP;
+  e->slot = calloc(t->nchunks + 1, sizeof *e->slot);
+  if (!e->slot) return -ENOMEM;
+  if (!e->ck || !e->tier || !e->rm || !e->idm_pool || !e->missing || !e->plan.actions)
+    return -ENOMEM;
+  for (size_t a = 0; a < t->nal; a++)
+    for (uint32_t i = 0; i < t->al[a].nchunks; i++)
+      e->ck[t->al[a].base + i].alloc = (uint32_t)a;
+  e->ck[e->sentinel].next = e->ck[e->sentinel].prev = e->sentinel;
+  set_cap(e);
+  e->infinite = !strcmp(policy, "infinite");
+  int kind = pol_kind_parse(policy);
+  if (kind < 0) return e->infinite ? 0 : -EINVAL;
+  pol_config_t c;
+  pol_config_default(&c, (pol_kind_t)kind, m->capacity);
+  c.chunk_size = t->chunk;
+  int r = pol_create(&c, &e->pol);
+  if (!r && kind == POL_ORACLE) r = pol_set_future(e->pol, future, e);
+  return r;
+}
+
+static void teardown(struct eng *e) {
+  HASH_CLEAR(hh, e->ids);
+  pol_destroy(e->pol);
+  free(e->ck);
+  free(e->tier);
+  free(e->rm);
+  free(e->idm_pool);
+  free(e->missing);
+  free(e->plan.actions);
+  free(e->slot);
+}
+
+static int run_bound(const rp_trace_t *t, const rp_model_t *m, rp_result_t *out) {
+  rp_result_t inf;
+  int r = rp_run(t, m, "infinite", &inf);
+  if (r < 0) return r;
+  uint64_t bytes = rp_min_bytes(t, m->capacity);
+  double link = (double)bytes / m->link_bps;
+  out->compute_s = inf.compute_s;
+  out->total_s = inf.total_s > link ? inf.total_s : link;
+  out->bytes_up = bytes;
+  return 0;
+}
+
+int rp_run(const rp_trace_t *t, const rp_model_t *m, const char *policy, rp_result_t *out) {
+  memset(out, 0, sizeof *out);
+  if (!rp_policy_known(policy)) return -EINVAL;
+  strncpy(out->policy, policy, sizeof out->policy - 1);
+  if (!strcmp(policy, "bound")) return run_bound(t, m, out);
+  struct eng e = {.res = out};
+  int r = setup(&e, t, m, policy);
+  size_t li = 0;
+  for (size_t i = 0; !r && i < t->nev; i++) {
+    const rp_event_t *ev = &t->ev[i];
+    if (ev->type == POL_TREC_ALLOC)
+      on_alloc(&e, ev);
+    else if (ev->type == POL_TREC_FREE)
+      on_free(&e, ev);
+    else
+      on_launch(&e, li++, ev);
+  }
+  out->total_s = e.end / 1e9;
+  teardown(&e);
+  return r;
+}
+
+void rp_derive(rp_result_t *r, const rp_result_t *inf, const rp_result_t *dem,
+               const rp_result_t *ora) {
+  r->overhead = inf->total_s > 0 ? r->total_s / inf->total_s - 1 : 0;
+  double gain = dem->stall_s - ora->stall_s;
+  if (gain > 1e-12)
+    r->oracle_gain_share = (dem->stall_s - r->stall_s) / gain;
+  else
+    r->oracle_gain_share = r->stall_s <= ora->stall_s + 1e-12 ? 1.0 : 0.0;
+}

@@ -1,0 +1,166 @@
+/* replay_load.c: reads an encoded VXTRACE buffer into the replay's arrays,
+ * numbering allocations densely and optionally re-chunking the ranges. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "replay.h"
+
+struct idmap {
+  uint64_t id;
+  uint32_t idx;
+  UT_hash_handle hh;
+};
+
+struct loader {
+  rp_trace_t *t;
+  struct idmap *live;
+  size_t ev_cap, al_cap, rg_cap, ra_cap, le_cap;
+  uint64_t src_chunk;
+  char *err;
+  size_t errlen;
+};
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return 0;
+  size_t n = *cap ? *cap * 2 : 1024;
+  while (n < need)
+    n *= 2;
+  void *q = realloc(*p, n * elem);
+  if (!q) return -ENOMEM;
+  *p = q;
+  *cap = n;
+  return 0;
+}
+
+static int fail(struct loader *L, int r, const char *what, uint64_t id) {
+  snprintf(L->err, L->errlen, "trace: %s (allocation id %llu)", what, (unsigned long long)id);
+  return r;
+}
+
+static struct idmap *find(struct loader *L, uint64_t id) {
+  struct idmap *m = NULL;
+  HASH_FIND(hh, L->live, &id, sizeof id, m);
+  return m;
+}
+
+static rp_event_t *new_event(struct loader *L, const pol_trace_rec_t *rec) {
+  rp_trace_t *t = L->t;
+  if (grow((void **)&t->ev, &L->ev_cap, t->nev + 1, sizeof *t->ev)) return NULL;
+  rp_event_t *e = &t->ev[t->nev++];
+  *e = (rp_event_t){.type = rec->type, .time = rec->time};
+  return e;
+}
+
+static int on_alloc(struct loader *L, const pol_trace_rec_t *rec) {
+  rp_trace_t *t = L->t;
+  if (find(L, rec->alloc_id)) return fail(L, -EINVAL, "ALLOC of a live id", rec->alloc_id);
+  struct idmap *m = calloc(1, sizeof *m);
+  rp_event_t *e = m ? new_event(L, rec) : NULL;
+  if (!e || grow((void **)&t->al, &L->al_cap, t->nal + 1, sizeof *t->al)) {
+    free(m);
+    return -ENOMEM;
+  }
+  uint64_t n = (rec->size + t->chunk - 1) / t->chunk;
+  t->al[t->nal] = (rp_alloc_t){.id = rec->alloc_id,
+                               .addr = rec->addr,
+                               .size = rec->size,
+                               .base = t->nchunks,
+                               .nchunks = (uint32_t)n};
+  t->nchunks += n;
+  m->id = rec->alloc_id;
+  m->idx = (uint32_t)t->nal;
+  HASH_ADD(hh, L->live, id, sizeof m->id, m);
+  e->alloc = (uint32_t)t->nal++;
+  return 0;
+}
+
+static int on_free(struct loader *L, const pol_trace_rec_t *rec) {
+  struct idmap *m = find(L, rec->alloc_id);
+  if (!m) return fail(L, -EINVAL, "FREE of an unknown id", rec->alloc_id);
+  rp_event_t *e = new_event(L, rec);
+  if (!e) return -ENOMEM;
+  e->alloc = m->idx;
+  HASH_DEL(L->live, m);
+  free(m);
+  return 0;
+}
+
+static int on_launch(struct loader *L, const pol_trace_rec_t *rec) {
+  rp_trace_t *t = L->t;
+  if (grow((void **)&t->rg, &L->rg_cap, t->nrg + rec->nranges, sizeof *t->rg)) return -ENOMEM;
+  if (grow((void **)&t->rg_alloc, &L->ra_cap, t->nrg + rec->nranges, sizeof *t->rg_alloc) ||
+      grow((void **)&t->launch_ev, &L->le_cap, t->nlaunch + 1, sizeof *t->launch_ev))
+    return -ENOMEM;
+  size_t evi = t->nev;
+  rp_event_t *e = new_event(L, rec);
+  if (!e) return -ENOMEM;
+  *e = (rp_event_t){.type = rec->type,
+                    .time = rec->time,
+                    .dur = rec->dur_ns,
+                    .kernel = rec->kernel,
+                    .stream = rec->stream,
+                    .r0 = t->nrg};
+  for (uint32_t i = 0; i < rec->nranges; i++) {
+    const pol_range_t *r = &rec->ranges[i];
+    struct idmap *m = find(L, r->alloc_id);
+    if (!m) return fail(L, -EINVAL, "LAUNCH names an unknown id", r->alloc_id);
+    const rp_alloc_t *a = &t->al[m->idx];
+    uint64_t b0 = r->first * L->src_chunk, b1 = (r->first + (uint64_t)r->count) * L->src_chunk;
+    if (b1 > a->size) b1 = a->size;
+    if (b0 >= b1) continue;
+    uint64_t f = b0 / t->chunk, l = (b1 + t->chunk - 1) / t->chunk;
+    t->rg[t->nrg] = (pol_range_t){
+        .alloc_id = r->alloc_id, .first = (uint32_t)f, .count = (uint32_t)(l - f), .mode = r->mode};
+    t->rg_alloc[t->nrg++] = m->idx;
+    e->nr++;
+  }
+  t->launch_ev[t->nlaunch++] = evi;
+  return 0;
+}
+
+int rp_trace_load(rp_trace_t *t, const void *buf, size_t len, uint64_t chunk, char *err,
+                  size_t errlen) {
+  memset(t, 0, sizeof *t);
+  if (errlen) err[0] = 0;
+  pol_trace_reader_t rd;
+  int r = pol_trace_open(&rd, buf, len);
+  if (r < 0) {
+    snprintf(err, errlen, "trace: bad header (%s)", strerror(-r));
+    return r;
+  }
+  struct loader L = {.t = t, .src_chunk = rd.hdr.chunk_size, .err = err, .errlen = errlen};
+  t->chunk = chunk ? chunk : rd.hdr.chunk_size;
+  t->capacity = rd.hdr.capacity[0];
+  pol_range_t *ranges = malloc(POL_TRACE_MAX_RANGES * sizeof *ranges);
+  pol_trace_rec_t rec;
+  if (!ranges) r = -ENOMEM;
+  while (ranges && (r = pol_trace_next(&rd, &rec, ranges, POL_TRACE_MAX_RANGES)) == 1) {
+    if (rec.device != 0) continue;
+    r = rec.type == POL_TREC_ALLOC  ? on_alloc(&L, &rec)
+        : rec.type == POL_TREC_FREE ? on_free(&L, &rec)
+                                    : on_launch(&L, &rec);
+    if (r < 0) break;
+  }
+  if (r < 0 && !err[0])
+    snprintf(err, errlen, "trace: corrupt record at byte %zu (%s)", rd.pos, strerror(-r));
+  free(ranges);
+  struct idmap *m, *tmp;
+  HASH_ITER(hh, L.live, m, tmp) {
+    HASH_DEL(L.live, m);
+    free(m);
+  }
+  if (r < 0) rp_trace_free(t);
+  return r < 0 ? r : 0;
+}
+
+void rp_trace_free(rp_trace_t *t) {
+  free(t->ev);
+  free(t->al);
+  free(t->rg);
+  free(t->rg_alloc);
+  free(t->launch_ev);
+  memset(t, 0, sizeof *t);
+}

@@ -1,0 +1,104 @@
+/* report.c: `vx report FILE.json [--svg OUT.svg] [--text]`: reads the exit
+ * report (VX_REPORT=x.json) and prints a summary and/or draws the timeline. */
+#include <getopt.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cli_report.h"
+#include "commands.h"
+
+static const char usage[] =
+    "usage: vx report FILE.json [--svg OUT.svg] [--text]\n"
+    "Reads an exit report written with VX_REPORT=FILE.json.\n"
+    "  --svg OUT   draw the timeline (bytes per tier, migration traffic) and\n"
+    "              the top allocation sites by bytes spilled into OUT\n"
+    "  --text      print the summary (the default without --svg)\n"
+    "  -h, --help  this text\n";
+
+/* Counters worth a line per device, when the report has them. */
+static const char *const summary_keys[] = {
+    "native_bytes_peak", "managed_bytes_peak", "host_tier_bytes_peak",
+    "nvme_bytes_peak",   "bytes_up",           "bytes_down",
+    "managed_fallbacks", "alloc_failures",     "launches"};
+
+static void text_devices(const vx_report_t *r) {
+  const vx_json_t *devs = vx_json_get(r->root, "devices");
+  for (const vx_json_t *d = devs && devs->type == VX_JSON_ARR ? devs->child : NULL; d;
+       d = d->next) {
+    const vx_json_t *c = vx_json_get(d, "counters") ? vx_json_get(d, "counters") : d;
+    printf("device %.0f:\n", vx_json_num(vx_json_get(d, "device"), 0));
+    for (size_t i = 0; i < sizeof summary_keys / sizeof *summary_keys; i++) {
+      const vx_json_t *v = vx_json_get(c, summary_keys[i]);
+      char b[16];
+      if (v && v->type == VX_JSON_NUM)
+        printf("  %-22s %18.0f%s%s%s\n", summary_keys[i], v->num,
+               strstr(summary_keys[i], "bytes") ? "  (" : "",
+               strstr(summary_keys[i], "bytes") ? vx_fmt_bytes((uint64_t)v->num, b, sizeof b) : "",
+               strstr(summary_keys[i], "bytes") ? ")" : "");
+    }
+    double h = vx_json_num(vx_json_get(c, "prefetch_hits"), 0);
+    double m = vx_json_num(vx_json_get(c, "prefetch_misses"), 0);
+    if (h + m > 0) printf("  %-22s %17.1f%%\n", "prefetch hit rate", 100 * h / (h + m));
+  }
+}
+
+static void print_text(const vx_report_t *r) {
+  char b[16], stack[512];
+  printf("command: %s\n", *r->command ? r->command : "(not recorded)");
+  text_devices(r);
+  if (r->nsamples)
+    printf("timeline: %zu samples over %.1f s\n", r->nsamples,
+           r->samples[r->nsamples - 1].t - r->samples[0].t);
+  else
+    printf("timeline: none recorded\n");
+  if (!r->nsites) printf("allocation sites: none recorded (run with VX_SITES=1)\n");
+  for (size_t i = 0; i < r->nsites && i < 10; i++) {
+    vx_site_stack(&r->sites[i], stack, sizeof stack);
+    printf("%2zu. %8s spilled  %s\n", i + 1,
+           vx_fmt_bytes((uint64_t)r->sites[i].spilled, b, sizeof b), stack);
+  }
+}
+
+static int write_svg(const vx_report_t *r, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    perror(path);
+    return 1;
+  }
+  vx_report_svg(r, f);
+  if (fclose(f)) {
+    perror(path);
+    return 1;
+  }
+  return 0;
+}
+
+int vx_cmd_report(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"svg", 1, 0, 's'}, {"text", 0, 0, 't'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+  const char *svg = NULL;
+  int ch, text = 0;
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    if (ch == 's')
+      svg = optarg;
+    else if (ch == 't')
+      text = 1;
+    else if (ch == 'h')
+      return vx_cli_help(usage);
+    else
+      return vx_cli_usage_error("report", usage, NULL);
+  }
+  if (argc - optind != 1)
+    return vx_cli_usage_error("report", usage, "give exactly one report file");
+  vx_report_t r;
+  char err[512];
+  if (vx_report_load(argv[optind], &r, err, sizeof err)) {
+    fprintf(stderr, "vx report: %s\n", err);
+    return 1;
+  }
+  int rc = svg ? write_svg(&r, svg) : 0;
+  if (text || !svg) print_text(&r);
+  vx_report_free(&r);
+  return rc;
+}

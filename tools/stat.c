@@ -1,0 +1,140 @@
+/* stat.c: `vx stat [PID] [--json]`: one process's live counters, printed
+ * once (without PID: every live vx process of this user). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "cli_counters.h"
+#include "commands.h"
+#include "stats_shm.h"
+
+static const char usage[] =
+    "usage: vx stat [PID] [--json]\n"
+    "Prints the live counters of a process running under vx (default: all of\n"
+    "this user's).  Exits 1 if PID publishes no statistics.\n"
+    "  --json      one JSON object {\"processes\":[...]}\n"
+    "  -h, --help  this text\n";
+
+static const char *limit_names[VX_LIMIT_COUNT] = {"device", "host", "nvme"};
+
+struct stat_ctx {
+  int json, count;
+};
+
+static double age_s(uint64_t ns) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  double now = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+  return now - ns / 1e9;
+}
+
+static unsigned ncounters(const vx_stats_view_t *v) {
+  return v->hdr.ncounters < vx_counter_count ? v->hdr.ncounters : vx_counter_count;
+}
+
+static void text_device(const vx_stats_view_t *v, unsigned d) {
+  char b[32];
+  printf("  device %u limits:", d);
+  for (unsigned l = 0; l < VX_LIMIT_COUNT; l++) {
+    uint64_t x = vx_stats_limit(v, d, l);
+    printf(" %s %s", limit_names[l], x ? vx_fmt_bytes(x, b, sizeof b) : "none");
+  }
+  printf("\n");
+  for (unsigned i = 0; i < ncounters(v); i++) {
+    uint64_t x = vx_stats_get(v, d, i);
+    printf("    %-24s %20llu", vx_counter_table[i].name, (unsigned long long)x);
+    if (vx_counter_is_bytes(i) && x >= 1024) printf("  (%s)", vx_fmt_bytes(x, b, sizeof b));
+    printf("\n");
+  }
+}
+
+static void print_text(const vx_stats_view_t *v) {
+  unsigned used = 0;
+  for (unsigned d = 0; d < v->hdr.ndev; d++)
+    used += vx_stats_dev_active(v, d);
+  printf("pid %d  %s\n  started %.0f s ago, heartbeat %.1f s ago, %u of %u device slots in use, "
+         "%u counters\n",
+         (int)v->hdr.pid, v->hdr.cmdline, age_s(v->hdr.start_ns), age_s(vx_stats_heartbeat(v)),
+         used, v->hdr.ndev, v->hdr.ncounters);
+  for (unsigned d = 0; d < v->hdr.ndev; d++)
+    if (vx_stats_dev_active(v, d)) text_device(v, d);
+}
+
+static void json_device(const vx_stats_view_t *v, unsigned d) {
+  printf("%s{\"device\":%u,\"limits\":{", d ? "," : "", d);
+  for (unsigned l = 0; l < VX_LIMIT_COUNT; l++)
+    printf("%s\"%s\":%llu", l ? "," : "", limit_names[l],
+           (unsigned long long)vx_stats_limit(v, d, l));
+  printf("},\"counters\":{");
+  for (unsigned i = 0; i < ncounters(v); i++)
+    printf("%s\"%s\":%llu", i ? "," : "", vx_counter_table[i].name,
+           (unsigned long long)vx_stats_get(v, d, i));
+  printf("}}");
+}
+
+static void print_json(const vx_stats_view_t *v, int first) {
+  printf("%s\n{\"pid\":%d,\"cmdline\":", first ? "" : ",", (int)v->hdr.pid);
+  vx_json_str(stdout, v->hdr.cmdline);
+  printf(",\"start_ns\":%llu,\"heartbeat_ns\":%llu,\"version\":%u,\"devices\":[",
+         (unsigned long long)v->hdr.start_ns, (unsigned long long)vx_stats_heartbeat(v),
+         v->hdr.version);
+  for (unsigned d = 0; d < v->hdr.ndev; d++)
+    json_device(v, d);
+  printf("]}");
+}
+
+static int show(pid_t pid, struct stat_ctx *c) {
+  vx_stats_view_t v;
+  int rc = vx_stats_shm_open(pid, &v);
+  if (rc) return rc;
+  if (c->json)
+    print_json(&v, c->count == 0);
+  else
+    print_text(&v);
+  c->count++;
+  vx_stats_shm_close(&v);
+  return 0;
+}
+
+static void show_each(pid_t pid, void *arg) {
+  int rc = show(pid, arg);
+  if (rc && rc != -ENOENT) fprintf(stderr, "vx stat: pid %d: %s\n", (int)pid, strerror(-rc));
+}
+
+int vx_cmd_stat(int argc, char **argv) {
+  static const struct option longopts[] = {{"json", 0, 0, 'j'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+  struct stat_ctx c = {0, 0};
+  long pid = 0;
+  int ch;
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    if (ch == 'j')
+      c.json = 1;
+    else if (ch == 'h')
+      return vx_cli_help(usage);
+    else
+      return vx_cli_usage_error("stat", usage, NULL);
+  }
+  if (argc - optind > 1 ||
+      (optind < argc && (vx_cli_parse_count(argv[optind], &pid) || pid > 0x3fffffff)))
+    return vx_cli_usage_error("stat", usage, "PID must be one positive number");
+  if (c.json) printf("{\"processes\":[");
+  int rc = 0;
+  if (pid) {
+    rc = show((pid_t)pid, &c);
+    if (rc)
+      fprintf(stderr, "vx stat: pid %ld: %s\n", pid,
+              rc == -ENOENT ? "no vx statistics (not under vx, or VX_STATS=0)" : strerror(-rc));
+  } else if (vx_procs_each(show_each, &c) < 0) {
+    fprintf(stderr, "vx stat: cannot read /dev/shm\n");
+    rc = -1;
+  }
+  if (c.json)
+    printf("]}\n");
+  else if (!pid && !c.count)
+    printf("no vx processes of this user\n");
+  return rc ? 1 : 0;
+}

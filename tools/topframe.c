@@ -1,0 +1,228 @@
+/* topframe.c: one `vx top` frame: per process and device, tier bars against
+ * limits, migration/NVMe rates from deltas, prefetch hit rate; <= 80 columns. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "cli_top.h"
+#include "stats_shm.h"
+
+/* Counters whose rates are shown. */
+enum { R_UP, R_DOWN, R_NVR, R_NVW, R_LAUNCH, R_N };
+static const unsigned rate_idx[R_N] = {VX_STATS_bytes_up, VX_STATS_bytes_down,
+                                       VX_STATS_nvme_read_bytes, VX_STATS_nvme_write_bytes,
+                                       VX_STATS_launches};
+
+struct prev {
+  pid_t pid;
+  uint64_t start_ns;
+  double t;
+  uint64_t v[VX_STATS_MAX_DEV][R_N];
+  int seen; /* in the current frame */
+};
+
+struct vx_top_state {
+  struct prev *p;
+  size_t n, cap;
+  FILE *out;
+  int width;
+  double interval;
+  int nprocs;
+  pid_t only;
+};
+
+vx_top_state_t *vx_top_new(void) {
+  return calloc(1, sizeof(vx_top_state_t));
+}
+
+void vx_top_free(vx_top_state_t *st) {
+  if (st) free(st->p);
+  free(st);
+}
+
+static double mono_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double real_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* One output line, cut to the width; control and non-ASCII bytes become '?'. */
+static void emit(vx_top_state_t *st, const char *fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  size_t n = strlen(line);
+  while (n && line[n - 1] == ' ')
+    n--;
+  if (n > (size_t)st->width) n = (size_t)st->width;
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)line[i] < 0x20 || (unsigned char)line[i] >= 0x7f) line[i] = '?';
+  fprintf(st->out, "%.*s\n", (int)n, line);
+}
+
+static char *bar(uint64_t used, uint64_t limit, char *buf) {
+  int w = 20, fill = 0;
+  if (limit) fill = used >= limit ? w : (int)((double)used / (double)limit * w + 0.5);
+  for (int i = 0; i < w; i++)
+    buf[i] = limit ? (i < fill ? '#' : '.') : ' ';
+  buf[w] = 0;
+  return buf;
+}
+
+static char *rate(double bps, char *buf, size_t len) {
+  char b[16];
+  snprintf(buf, len, "%s/s", vx_fmt_bytes(bps < 0 ? 0 : (uint64_t)bps, b, sizeof b));
+  return buf;
+}
+
+static char *count(uint64_t x, char *buf, size_t len) {
+  if (x < 10000)
+    snprintf(buf, len, "%llu", (unsigned long long)x);
+  else if (x < 10000000)
+    snprintf(buf, len, "%.1fk", x / 1e3);
+  else
+    snprintf(buf, len, "%.1fM", x / 1e6);
+  return buf;
+}
+
+static struct prev *find_prev(vx_top_state_t *st, pid_t pid, uint64_t start_ns) {
+  for (size_t i = 0; i < st->n; i++)
+    if (st->p[i].pid == pid && st->p[i].start_ns == start_ns) return &st->p[i];
+  if (st->n == st->cap) {
+    size_t cap = st->cap ? st->cap * 2 : 16;
+    struct prev *p = realloc(st->p, cap * sizeof *p);
+    if (!p) return NULL;
+    st->p = p, st->cap = cap;
+  }
+  struct prev *p = &st->p[st->n++];
+  memset(p, 0, sizeof *p);
+  p->pid = pid, p->start_ns = start_ns;
+  return p;
+}
+
+static void tier_line(vx_top_state_t *st, const char *lead, const char *name, uint64_t used,
+                      uint64_t limit, const char *extra) {
+  char b1[24], b2[16], b3[16];
+  snprintf(b2, sizeof b2, "%s", limit ? vx_fmt_bytes(limit, b3, sizeof b3) : "-");
+  emit(st, "%-6s%-7s[%s] %6s/%-6s %s", lead, name, bar(used, limit, b1),
+       vx_fmt_bytes(used, b3, sizeof b3), b2, extra);
+}
+
+static void device_lines(vx_top_state_t *st, const vx_stats_view_t *v, unsigned d,
+                         const double *r) {
+  char lead[16], ex[64], a[16], b[16], c[16], e[16];
+#define G(name) vx_stats_get(v, d, VX_STATS_##name)
+  snprintf(lead, sizeof lead, " gpu%u", d);
+  snprintf(ex, sizeof ex, "managed %s  vmm %s", vx_fmt_bytes(G(managed_bytes), a, sizeof a),
+           vx_fmt_bytes(G(vmm_bytes), b, sizeof b));
+  tier_line(st, lead, "device", G(native_bytes) + G(vmm_bytes),
+            vx_stats_limit(v, d, VX_LIMIT_DEVICE), ex);
+  snprintf(ex, sizeof ex, "pinned %s", vx_fmt_bytes(G(host_pinned_bytes), a, sizeof a));
+  tier_line(st, "", "host", G(host_tier_bytes), vx_stats_limit(v, d, VX_LIMIT_HOST), ex);
+  tier_line(st, "", "nvme", G(nvme_bytes), vx_stats_limit(v, d, VX_LIMIT_NVME), "");
+  uint64_t hits = G(prefetch_hits), tries = hits + G(prefetch_misses);
+  if (tries)
+    snprintf(e, sizeof e, "%.1f%%", 100.0 * (double)hits / (double)tries);
+  else
+    snprintf(e, sizeof e, "-");
+  emit(st, "      up %-9s down %-9s prefetch hit %-6s faults avoided %s",
+       rate(r[R_UP], a, sizeof a), rate(r[R_DOWN], b, sizeof b), e,
+       count(G(faults_avoided), c, sizeof c));
+  emit(st, "      nvme read %-9s write %-9s launches %s/s  alloc failures %s",
+       rate(r[R_NVR], a, sizeof a), rate(r[R_NVW], b, sizeof b),
+       count((uint64_t)r[R_LAUNCH], c, sizeof c), count(G(alloc_failures), e, sizeof e));
+#undef G
+}
+
+/* Rates per device: deltas since the previous frame, or since the start. */
+static void rates(struct prev *p, const vx_stats_view_t *v, unsigned d, double now, double *r) {
+  double up = real_now() - v->hdr.start_ns / 1e9;
+  for (int k = 0; k < R_N; k++) {
+    uint64_t x = vx_stats_get(v, d, rate_idx[k]);
+    if (p && p->t > 0 && now > p->t)
+      r[k] = x >= p->v[d][k] ? (double)(x - p->v[d][k]) / (now - p->t) : 0;
+    else
+      r[k] = up > 0.001 ? (double)x / up : 0;
+    if (p) p->v[d][k] = x;
+  }
+}
+
+static void uptime(double s, char *buf, size_t len) {
+  long t = s < 0 ? 0 : (long)s;
+  if (t < 3600)
+    snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
+  else
+    snprintf(buf, len, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+}
+
+void vx_top_only(vx_top_state_t *st, pid_t pid) {
+  st->only = pid;
+}
+
+static void show_proc(pid_t pid, void *arg) {
+  vx_top_state_t *st = arg;
+  vx_stats_view_t v;
+  if ((st->only && pid != st->only) || vx_stats_shm_open(pid, &v)) return;
+  double now = mono_now();
+  struct prev *p = find_prev(st, pid, v.hdr.start_ns);
+  char up[48];
+  uptime(real_now() - v.hdr.start_ns / 1e9, up, sizeof up);
+  emit(st, "");
+  emit(st, "PID %-7d up %-7s %s", (int)pid, up, v.hdr.cmdline);
+  for (unsigned d = 0; d < v.hdr.ndev; d++) {
+    double r[R_N];
+    if (!vx_stats_dev_active(&v, d)) continue;
+    rates(p, &v, d, now, r);
+    device_lines(st, &v, d, r);
+  }
+  if (p) p->t = now, p->seen = 1;
+  st->nprocs++;
+  vx_stats_shm_close(&v);
+}
+
+/* Forgets processes that were not in this frame. */
+static void prune(vx_top_state_t *st) {
+  size_t k = 0;
+  for (size_t i = 0; i < st->n; i++)
+    if (st->p[i].seen) {
+      st->p[i].seen = 0;
+      st->p[k++] = st->p[i];
+    }
+  st->n = k;
+}
+
+void vx_top_frame(vx_top_state_t *st, FILE *out, int width, double interval) {
+  char clock[16];
+  time_t t = time(NULL);
+  struct tm tm;
+  strftime(clock, sizeof clock, "%H:%M:%S", localtime_r(&t, &tm));
+  char *body = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&body, &len);
+  st->out = mem ? mem : out;
+  st->width = width > VX_TOP_WIDTH ? VX_TOP_WIDTH : width;
+  st->interval = interval;
+  st->nprocs = 0;
+  int n = vx_procs_each(show_proc, st);
+  prune(st);
+  if (mem) fclose(mem);
+  st->out = out;
+  emit(st, "vx top - %s  %d process%s  every %.1fs  q quits", clock, st->nprocs,
+       st->nprocs == 1 ? "" : "es", interval);
+  if (n < 0)
+    emit(st, "cannot read /dev/shm");
+  else if (!st->nprocs)
+    emit(st, "no process of this user is running under vx (with VX_STATS=1)");
+  if (body) fputs(body, out);
+  free(body);
+}

@@ -1,0 +1,147 @@
+/* history.c: the predictor's memory: a ring of past launches (kernel, stream,
+ * time, chunk ranges by allocation *name*) and context tables that find where
+ * in the past the present launch sequence last occurred. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "history.h"
+
+static uint32_t pow2_at_least(uint64_t n) {
+  uint32_t v = 1;
+  while (v < n && v < (1u << 30))
+    v <<= 1;
+  return v;
+}
+
+int hist_create(pol_t *p) {
+  struct pred_hist *h = calloc(1, sizeof *h);
+  if (!h) return -ENOMEM;
+  h->nrec = pow2_at_least(p->cfg.history ? p->cfg.history : 16384);
+  h->nrng = (uint64_t)h->nrec * 16;
+  h->tsize = h->nrec * 2;
+  h->rec = calloc(h->nrec, sizeof *h->rec);
+  h->rng = calloc(h->nrng, sizeof *h->rng);
+  h->tf = calloc(h->tsize, sizeof *h->tf);
+  h->tc = calloc(h->tsize, sizeof *h->tc);
+  p->hist = h;
+  if (!h->rec || !h->rng || !h->tf || !h->tc) return -ENOMEM;
+  return 0;
+}
+
+void hist_destroy(pol_t *p) {
+  struct pred_hist *h = p->hist;
+  if (!h) return;
+  free(h->rec);
+  free(h->rng);
+  free(h->tf);
+  free(h->tc);
+  free(h);
+  p->hist = NULL;
+}
+
+/* The record of launch `seq` if it is still in the ring with its ranges. */
+const struct hrec *hist_get(const struct pred_hist *h, uint64_t seq) {
+  if (!seq) return NULL;
+  const struct hrec *r = &h->rec[seq & (h->nrec - 1)];
+  if (r->seq != seq || r->rpos + h->nrng < h->rng_w) return NULL;
+  return r;
+}
+
+// ---- context tables: key -> most recent launch with that context ----
+
+static uint64_t table_get(const struct pred_hist *h, const struct hctx *t, uint64_t key) {
+  for (uint32_t i = 0; i < 4; i++) {
+    const struct hctx *e = &t[(key + i) & (h->tsize - 1)];
+    if (e->key == key) return e->seq;
+  }
+  return 0;
+}
+
+static void table_put(const struct pred_hist *h, struct hctx *t, uint64_t key, uint64_t seq) {
+  struct hctx *oldest = NULL;
+  for (uint32_t i = 0; i < 4; i++) {
+    struct hctx *e = &t[(key + i) & (h->tsize - 1)];
+    if (e->key == key || !e->key) {
+      oldest = e;
+      break;
+    }
+    if (!oldest || e->seq < oldest->seq) oldest = e;
+  }
+  oldest->key = key;
+  oldest->seq = seq;
+}
+
+// ---- streams ----
+
+static struct hstream *stream_slot(struct pred_hist *h, uint64_t id, uint64_t seq) {
+  struct hstream *lru = &h->s[0];
+  for (int i = 0; i < POL_MAX_STREAMS; i++) {
+    if (h->s[i].live && h->s[i].id == id) return &h->s[i];
+    if (!h->s[i].live || h->s[i].last_seq < lru->last_seq) lru = &h->s[i];
+    if (!h->s[i].live) break;
+  }
+  *lru = (struct hstream){.id = id, .live = 1, .last_seq = seq};
+  return lru;
+}
+
+// ---- recording ----
+
+/* Keys: `fine` = kernel + every range (by name), `coarse` = kernel + first name. */
+static void launch_keys(pol_t *p, const pol_launch_t *l, struct hrec *r) {
+  struct pred_hist *h = p->hist;
+  uint64_t kf = pol_hash2(l->kernel, 0x5f), kc = kf;
+  r->nr = 0;
+  r->rpos = h->rng_w;
+  for (uint32_t i = 0; i < l->nranges && r->nr < POL_MAX_RANGES; i++) {
+    struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
+    if (!a || a->tier != POL_TIER_MANAGED) continue;
+    struct hrng *g = &h->rng[h->rng_w++ & (h->nrng - 1)];
+    *g = (struct hrng){.name = a->name, .first = l->ranges[i].first, .count = l->ranges[i].count};
+    if (!r->nr) kc = pol_hash2(kc, a->name);
+    kf = pol_hash2(pol_hash2(kf, a->name), ((uint64_t)g->first << 32) | g->count);
+    r->nr++;
+  }
+  r->kf = kf;
+  r->kc = kc;
+}
+
+/* Where the present continues a past sequence: first the launch after the last
+ * match if it repeats (sticky), else the last occurrence of this context. */
+static uint64_t find_match(struct pred_hist *h, const struct hstream *s, const struct hrec *r,
+                           uint64_t cf, uint64_t cc) {
+  const struct hrec *m = hist_get(h, s->match);
+  h->on_track = 0;
+  if (m) {
+    const struct hrec *n = hist_get(h, m->next_same);
+    if (n && n->kf == r->kf) {
+      h->on_track = 1;
+      return n->seq;
+    }
+  }
+  uint64_t seq = table_get(h, h->tf, cf);
+  if (!hist_get(h, seq)) seq = table_get(h, h->tc, cc);
+  return hist_get(h, seq) ? seq : 0;
+}
+
+void hist_record(pol_t *p, const pol_launch_t *l) {
+  struct pred_hist *h = p->hist;
+  struct hrec *r = &h->rec[p->seq & (h->nrec - 1)];
+  *r = (struct hrec){.seq = p->seq, .stream = l->stream, .time = l->now};
+  launch_keys(p, l, r);
+  struct hstream *s = stream_slot(h, l->stream, p->seq);
+  uint64_t cf = pol_hash2(s->kf, r->kf), cc = pol_hash2(s->kc, r->kc);
+  s->match = find_match(h, s, r, cf, cc);
+  if (s->match) p->st.launches_matched++;
+  struct hrec *prev = (struct hrec *)hist_get(h, s->last_seq);
+  if (prev && prev != r) prev->next_same = p->seq;
+  table_put(h, h->tf, cf, p->seq);
+  table_put(h, h->tc, cc, p->seq);
+  s->kf = r->kf;
+  s->kc = r->kc;
+  s->last_seq = p->seq;
+  s->last_time = l->now;
+}
+
+int hist_on_track(const pol_t *p) {
+  return p->hist->on_track;
+}

@@ -1,0 +1,58 @@
+/* history.h: the predictor's launch history (ring of launches, context tables,
+ * per-stream state), shared by history.c (recording) and predict.c (iterating). */
+#ifndef VX_POL_HISTORY_H
+#define VX_POL_HISTORY_H
+
+#include "pol_internal.h"
+
+struct hrec {
+  uint64_t seq; /* 0 = empty slot */
+  uint64_t stream, time;
+  uint64_t kf, kc;    /* fine and coarse keys */
+  uint64_t next_same; /* next launch on the same stream, 0 = none yet */
+  uint64_t rpos;      /* absolute index of the first range in the range ring */
+  uint32_t nr;
+};
+
+struct hrng {
+  uint64_t name;
+  uint32_t first, count;
+};
+
+struct hctx {
+  uint64_t key, seq;
+};
+
+struct hstream {
+  uint64_t id, last_seq, last_time;
+  uint64_t kf, kc; /* keys of the stream's last launch */
+  uint64_t match;  /* the past launch the stream's last launch repeats, 0 = none */
+  int live;
+};
+
+/* Iterator over the predicted future, merged across streams by predicted time. */
+struct pred_it {
+  uint64_t cur[POL_MAX_STREAMS];  /* next past launch to replay, per stream; 0 = done */
+  uint64_t base[POL_MAX_STREAMS]; /* time of the matched launch */
+  uint64_t stop[POL_MAX_STREAMS]; /* replay no launch at or after this (the present) */
+  uint32_t n;                     /* launches yielded */
+};
+
+struct pred_hist {
+  struct hrec *rec;
+  uint32_t nrec; /* power of two */
+  struct hrng *rng;
+  uint64_t nrng, rng_w;
+  struct hctx *tf, *tc;
+  uint32_t tsize;
+  struct hstream s[POL_MAX_STREAMS];
+  struct pred_it it;
+  int on_track; /* the last launch was the one predicted (the sequence continues) */
+};
+
+/* 1 if the last recorded launch continued the predicted sequence. */
+int hist_on_track(const pol_t *p);
+
+const struct hrec *hist_get(const struct pred_hist *h, uint64_t seq);
+
+#endif

@@ -1,0 +1,38 @@
+/* plan.c: appending actions to a caller's bounded plan array, merging runs of
+ * adjacent chunks of one allocation into one action. */
+#include <errno.h>
+
+#include "pol_internal.h"
+
+/* Returns 0, or -ENOSPC (plan->truncated set) when the array is full. */
+int plan_emit(pol_plan_t *plan, int op, int when, int tier, const struct pol_chunk *c) {
+  if (plan->n) {
+    pol_action_t *last = &plan->actions[plan->n - 1];
+    if (last->op == op && last->when == when && last->tier == tier && last->alloc_id == c->a->id &&
+        last->index + last->count == c->idx) {
+      last->count++;
+      return 0;
+    }
+  }
+  if (plan->n >= plan->cap) {
+    plan->truncated = 1;
+    return -ENOSPC;
+  }
+  plan->actions[plan->n++] = (pol_action_t){.alloc_id = c->a->id,
+                                            .index = c->idx,
+                                            .count = 1,
+                                            .op = (uint8_t)op,
+                                            .when = (uint8_t)when,
+                                            .tier = (uint8_t)tier};
+  return 0;
+}
+
+int plan_emit_alloc(pol_plan_t *plan, int op, int when, const struct pol_arec *a) {
+  if (plan->n >= plan->cap) {
+    plan->truncated = 1;
+    return -ENOSPC;
+  }
+  plan->actions[plan->n++] = (pol_action_t){
+      .alloc_id = a->id, .index = 0, .count = a->nchunks, .op = (uint8_t)op, .when = (uint8_t)when};
+  return 0;
+}

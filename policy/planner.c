@@ -1,0 +1,310 @@
+/* planner.c: turns the launch being planned plus a predicted future into a plan.
+ * Belady-like: chunks are ranked by predicted next use; room is made by evicting
+ * what is needed furthest in the future (never the launch's own chunks). */
+#include <errno.h>
+
+#include "pol_internal.h"
+
+// ---- victims ----
+
+static int protected_prev(const pol_t *p, const struct pol_chunk *c) {
+  return c->last_use && c->last_use + 1 >= p->seq; /* used by this or the previous launch */
+}
+
+/* A chunk with no predicted use, least recently used first. */
+static struct pol_chunk *victim_cold(pol_t *p, int allow_prev) {
+  while (p->cursor != &p->lru) {
+    struct pol_chunk *c = p->cursor;
+    p->cursor = c->next;
+    if (c->stamp == p->epoch) continue;
+    if (!allow_prev && protected_prev(p, c)) continue;
+    return c;
+  }
+  return NULL;
+}
+
+/* The resident chunk predicted furthest ahead, if its use is later than j. */
+static struct pol_chunk *victim_far(pol_t *p, uint32_t j) {
+  while (p->wtail > 0) {
+    struct pol_chunk *c = p->win[p->wtail - 1];
+    if (c->loc != LOC_DEV || c->stamp != p->epoch || c->next_use == 0) {
+      p->wtail--;
+      continue;
+    }
+    if (c->next_use <= j) return NULL;
+    p->wtail--;
+    return c;
+  }
+  return NULL;
+}
+
+static int evict_tier(const pol_t *p) {
+  if (p->cfg.host_capacity && (p->host_used + 1) * p->cfg.chunk_size > p->cfg.host_capacity)
+    return POL_TIER_NVME;
+  return POL_TIER_HOST;
+}
+
+static int evict(pol_t *p, struct pol_chunk *v, int when, pol_plan_t *plan) {
+  int tier = evict_tier(p);
+  int r = plan_emit(plan, POL_OP_EVICT, when, tier, v);
+  if (r < 0) return r;
+  chunk_set_away(p, v, tier == POL_TIER_NVME ? LOC_NVME : LOC_HOST);
+  p->st.chunks_evicted++;
+  return 0;
+}
+
+/* Frees one chunk of room for a use at position j (0 = the launch itself).
+ * Returns 0, -ENOENT when nothing may be evicted for it, -ENOSPC when the plan is full. */
+int planner_evict_for(pol_t *p, uint32_t j, int when, pol_plan_t *plan) {
+  struct pol_chunk *v = victim_cold(p, 0);
+  if (!v) v = victim_far(p, j);
+  if (!v && j == 0) {
+    p->cursor = p->lru.next; /* last resort for the launch itself: the previous launch's */
+    v = victim_cold(p, 1);
+  }
+  if (!v) return -ENOENT;
+  return evict(p, v, when, plan);
+}
+
+// ---- the future window ----
+
+static void want_add(pol_t *p, struct pol_chunk *c, uint32_t j) {
+  if (p->want_n < p->want_cap) p->want[p->want_n++] = (struct want){.c = c, .j = j};
+}
+
+/* Adds one future launch's chunks; returns how many distinct ones were new. */
+static uint64_t walk_launch(pol_t *p, const struct fut_launch *fl, uint32_t j) {
+  uint64_t added = 0;
+  for (uint32_t i = 0; i < fl->n; i++) {
+    const struct fut_rng *r = &fl->r[i];
+    if (!r->a)
+      continue; /* not allocated yet: nothing to move (MIN makes room when it is touched) */
+    uint32_t end = r->first + r->count;
+    if (end > r->a->nchunks || end < r->first) end = r->a->nchunks;
+    for (uint32_t k = r->first; k < end; k++) {
+      struct pol_chunk *c = &r->a->chunks[k];
+      if (c->stamp == p->epoch) {
+        if (!c->next2 && j > c->next_use) c->next2 = j;
+        continue;
+      }
+      c->stamp = p->epoch;
+      c->next_use = j;
+      c->next2 = 0;
+      if (c->loc == LOC_DEV) {
+        if (p->win_n < p->win_cap) p->win[p->win_n++] = c;
+      } else {
+        want_add(p, c, j);
+      }
+      added++;
+    }
+  }
+  return added;
+}
+
+/* Pass 1: stamps every chunk of the predicted window with its next use. */
+static void walk(pol_t *p, fut_next_fn next, void *it, uint64_t budget) {
+  uint32_t maxj = p->cfg.prefetch_distance ? p->cfg.prefetch_distance : POL_MAX_LOOKAHEAD;
+  uint64_t distinct = 0;
+  struct fut_launch fl = {.n = 0, .r = p->fut};
+  for (uint32_t j = 1; j <= maxj && distinct < budget; j++) {
+    if (next(p, it, &fl) <= 0) break;
+    distinct += walk_launch(p, &fl, j);
+    if (p->want_n >= p->want_cap || p->win_n >= p->win_cap) break;
+  }
+}
+
+// ---- the launch itself ----
+
+static void note_use(struct pol_arec *a, uint32_t mode) {
+  if (!a->used) {
+    a->used = 1; /* the first use initialises it */
+    return;
+  }
+  if (mode == POL_ACCESS_READ)
+    a->reads++;
+  else
+    a->written = 1;
+}
+
+/* Stamps the launch's chunks (next use 0) and counts them. */
+static uint64_t stamp_current(pol_t *p, const pol_launch_t *l) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < l->nranges; i++) {
+    struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
+    if (!a || a->tier != POL_TIER_MANAGED) continue;
+    uint32_t end = l->ranges[i].first + l->ranges[i].count;
+    if (end > a->nchunks || end < l->ranges[i].first) end = a->nchunks;
+    for (uint32_t k = l->ranges[i].first; k < end; k++) {
+      struct pol_chunk *c = &a->chunks[k];
+      if (c->stamp == p->epoch && c->next_use == 0) continue;
+      c->stamp = p->epoch;
+      c->next_use = 0;
+      c->next2 = 0;
+      n++;
+    }
+  }
+  return n;
+}
+
+static int required(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
+  for (uint32_t i = 0; i < l->nranges; i++) {
+    struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
+    if (!a || a->tier != POL_TIER_MANAGED) continue;
+    uint32_t end = l->ranges[i].first + l->ranges[i].count;
+    if (end > a->nchunks || end < l->ranges[i].first) end = a->nchunks;
+    for (uint32_t k = l->ranges[i].first; k < end; k++) {
+      struct pol_chunk *c = &a->chunks[k];
+      if (c->last_use != p->seq) p->st.chunks_used++;
+      if (c->loc != LOC_DEV) {
+        if (p->used >= p->cap_chunks) {
+          int r = planner_evict_for(p, 0, POL_REQUIRED, plan);
+          if (r == -ENOSPC) return r;
+          if (r < 0) continue; /* no room: the access will fault */
+        }
+        if (plan_emit(plan, POL_OP_PREFETCH, POL_REQUIRED, 0, c) < 0) return -ENOSPC;
+        chunk_set_resident(p, c);
+        p->st.chunks_required++;
+      }
+      c->last_use = p->seq;
+      lru_touch(p, c);
+    }
+  }
+  return 0;
+}
+
+/* Learns access modes; advises ReadMostly for data read, never written, since it was made. */
+static int advise(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
+  for (uint32_t i = 0; i < l->nranges; i++) {
+    struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
+    if (!a || a->tier != POL_TIER_MANAGED) continue;
+    note_use(a, l->ranges[i].mode);
+    if (!a->advised && !a->written && a->reads >= 2) {
+      if (plan_emit_alloc(plan, POL_OP_ADVISE_READ_MOSTLY, POL_AHEAD, a) < 0) return -ENOSPC;
+      a->advised = 1;
+      p->st.advised++;
+    }
+  }
+  return 0;
+}
+
+/* Chunks of the launch all resident: nothing required, the last plan's
+ * prefetches are still on their way; the window is re-planned every few launches. */
+int planner_light(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
+  for (uint32_t i = 0; i < l->nranges; i++) {
+    struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
+    if (!a || a->tier != POL_TIER_MANAGED) continue;
+    uint32_t end = l->ranges[i].first + l->ranges[i].count;
+    if (end > a->nchunks || end < l->ranges[i].first) end = a->nchunks;
+    for (uint32_t k = l->ranges[i].first; k < end; k++)
+      if (a->chunks[k].loc != LOC_DEV) return -EAGAIN;
+  }
+  if (++p->epoch == 0) p->epoch = 1;
+  stamp_current(p, l);
+  int r = required(p, l, plan); /* nothing missing: only counts and touches */
+  if (r == 0) r = advise(p, l, plan);
+  return r == 0 || r == -ENOSPC ? (int)plan->n : r;
+}
+
+// ---- predicted work ----
+
+/* The prefetches follow Belady's MIN, done early ("conservative" prefetching):
+ * a chunk wanted at position j may replace a victim now only if that victim is
+ * the one MIN would replace at j (the furthest next use after j) and it is not
+ * used before j.  Resident chunks already used by j ("passed": this launch's,
+ * those predicted up to j, those prefetched for earlier positions) compete
+ * with their use after j; if one of them wins, the prefetch waits for a later
+ * plan.  This moves no more bytes than MIN and starts each move as early as
+ * MIN allows. */
+struct passed {
+  uint32_t w;          /* win[0..w) are passed */
+  int inf;             /* a passed chunk has no (known) use after j */
+  uint32_t min2, max2; /* range of passed chunks' next uses after their first */
+  uint32_t n;
+};
+
+static void pass_add(struct passed *s, const struct pol_chunk *c) {
+  if (!c->next2) {
+    s->inf = 1;
+    return;
+  }
+  s->min2 = s->n && s->min2 < c->next2 ? s->min2 : c->next2;
+  s->max2 = s->n && s->max2 > c->next2 ? s->max2 : c->next2;
+  s->n++;
+}
+
+static void pass_current(pol_t *p, const pol_launch_t *l, struct passed *s) {
+  for (uint32_t i = 0; i < l->nranges; i++) {
+    struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
+    if (!a || a->tier != POL_TIER_MANAGED) continue;
+    for (uint32_t k = l->ranges[i].first;
+         k < a->nchunks && k - l->ranges[i].first < l->ranges[i].count; k++)
+      if (a->chunks[k].loc == LOC_DEV) pass_add(s, &a->chunks[k]);
+  }
+}
+
+/* MIN's choice at j among resident chunks, if it may be evicted now. */
+static struct pol_chunk *victim_min(pol_t *p, struct passed *s, uint32_t j) {
+  struct pol_chunk *v = victim_cold(p, 1);
+  if (v) return v;
+  while (s->w < p->wtail && p->win[s->w]->next_use <= j) {
+    const struct pol_chunk *c = p->win[s->w++];
+    if (c->loc == LOC_DEV && c->stamp == p->epoch) pass_add(s, c);
+  }
+  uint32_t best_passed = s->inf || (s->n && s->min2 <= j) ? UINT32_MAX : s->n ? s->max2 : 0;
+  while (p->wtail > s->w) {
+    v = p->win[p->wtail - 1];
+    if (v->loc != LOC_DEV || v->stamp != p->epoch) {
+      p->wtail--;
+      continue;
+    }
+    if (v->next_use <= j || (v->next_use <= best_passed && j > p->cfg.lead)) return NULL;
+    p->wtail--;
+    return v;
+  }
+  return NULL;
+}
+
+static int ahead(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
+  struct passed s = {0};
+  pass_current(p, l, &s);
+  for (uint32_t w = 0; w < p->want_n; w++) {
+    const struct want *x = &p->want[w];
+    if (x->c->loc == LOC_DEV) continue;
+    if (p->used >= p->cap_chunks) {
+      struct pol_chunk *v = victim_min(p, &s, x->j);
+      if (!v) return -ENOENT;
+      int r = evict(p, v, POL_AHEAD, plan);
+      if (r < 0) return r;
+    }
+    if (plan_emit(plan, POL_OP_PREFETCH, POL_AHEAD, 0, x->c) < 0) return -ENOSPC;
+    chunk_set_resident(p, x->c);
+    pass_add(&s, x->c);
+    p->st.chunks_ahead++;
+  }
+  return 0;
+}
+
+/* Pushes chunks with no predicted use down until occupancy is under the watermark. */
+static int pre_evict(pol_t *p, pol_plan_t *plan) {
+  while (p->used > p->mark_chunks) {
+    struct pol_chunk *v = victim_cold(p, 0);
+    if (!v) return 0;
+    int r = evict(p, v, POL_AHEAD, plan);
+    if (r < 0) return r;
+  }
+  return 0;
+}
+
+int planner_run(pol_t *p, const pol_launch_t *l, pol_plan_t *plan, fut_next_fn next, void *it) {
+  if (++p->epoch == 0) p->epoch = 1;
+  p->win_n = p->want_n = 0;
+  stamp_current(p, l);
+  if (next) walk(p, next, it, POL_WINDOW_FACTOR * p->cap_chunks);
+  p->cursor = p->lru.next;
+  p->wtail = p->win_n;
+  int r = required(p, l, plan);
+  if (r == 0) r = advise(p, l, plan);
+  if (r == 0) r = ahead(p, l, plan);
+  if (r == 0 || r == -ENOENT) r = pre_evict(p, plan);
+  return r == -ENOSPC || r == 0 ? (int)plan->n : r;
+}

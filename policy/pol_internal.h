@@ -1,0 +1,149 @@
+/* pol_internal.h: the policy's private state, shared by the files of policy/.
+ * Allocation table and chunk states, the launch history, the planner's scratch. */
+#ifndef VX_POL_INTERNAL_H
+#define VX_POL_INTERNAL_H
+
+#include <uthash.h>
+
+#include "policy.h"
+
+#define POL_MAX_RANGES 256 /* ranges of one launch kept in history / futures */
+#define POL_MAX_STREAMS 16 /* streams tracked at once by the predictor */
+#define POL_MAX_LOOKAHEAD 4096
+#define POL_REPLAN_EVERY 4  /* launches on a predicted track between full plans */
+#define POL_REPLAN_QUIET 64 /* the same after a full plan that moved nothing */
+#define POL_WINDOW_FACTOR 4 /* the window ranks up to this many capacities of chunks */
+
+enum { LOC_FRESH = 0, LOC_DEV, LOC_HOST, LOC_NVME };
+
+struct pol_arec;
+
+/* One chunk.  Resident chunks sit on the policy's LRU list. */
+struct pol_chunk {
+  struct pol_arec *a;
+  struct pol_chunk *prev, *next;
+  uint64_t last_use; /* launch sequence number of the last use (0 = never) */
+  uint32_t idx;
+  uint32_t stamp;    /* plan epoch in which next_use was set */
+  uint32_t next_use; /* launches until the predicted next use (valid when stamp == epoch) */
+  uint32_t next2;    /* the use after that within the window, 0 = none */
+  uint8_t loc;       /* LOC_* as the policy believes */
+  uint8_t pad[3];
+};
+
+/* One live allocation. */
+struct pol_arec {
+  uint64_t id, addr, size;
+  uint64_t name; /* drift-proof identity: (size, rank among live same-size allocs) */
+  uint32_t nchunks;
+  uint32_t reads;  /* read-only launches since its first (initialising) use */
+  uint8_t tier;    /* pol_tier_t */
+  uint8_t used;    /* has been touched by a launch */
+  uint8_t written; /* written (or unknown mode) after the initialising launch */
+  uint8_t advised; /* ReadMostly advice given */
+  struct pol_chunk *chunks;
+  UT_hash_handle hh; /* by id */
+  UT_hash_handle hn; /* by name */
+  UT_hash_handle ha; /* by addr (DEEPUM) */
+};
+
+/* A future launch resolved against the live allocations (a == NULL: the
+ * allocation does not exist yet; key is its name or id). */
+struct fut_rng {
+  struct pol_arec *a;
+  uint64_t key;
+  uint32_t first, count;
+};
+struct fut_launch {
+  uint32_t n;
+  struct fut_rng *r;
+};
+
+/* A chunk wanted on the device for predicted position j. */
+struct want {
+  struct pol_chunk *c;
+  uint32_t j;
+};
+
+struct pred_hist;
+struct dum;
+
+struct pol {
+  pol_config_t cfg;
+  uint64_t cap_chunks;
+  uint64_t mark_chunks; /* watermark in chunks */
+  uint64_t used;        /* chunks believed resident */
+  uint64_t host_used;   /* chunks on the host tier */
+  uint64_t native_bytes;
+  uint64_t seq;       /* launches seen */
+  uint64_t last_full; /* launch of the last full plan */
+  uint64_t changes;   /* allocations and frees seen (a new one forces a full plan) */
+  uint64_t planned_changes;
+  int last_full_moved; /* the last full plan had actions */
+  int noreserve;       /* the window ranks up to this many capacities of chunks */
+  uint32_t epoch;      /* planner epoch */
+  pol_stats_t st;
+  struct pol_arec *by_id, *by_name, *by_addr;
+  struct pol_chunk lru; /* sentinel: lru.next = least recently used */
+
+  /* planner scratch, sized at create */
+  struct pol_chunk **win;
+  uint32_t win_n, win_cap;
+  struct want *want;
+  uint32_t want_n, want_cap;
+  struct fut_rng *fut;      /* POL_MAX_RANGES entries */
+  struct pol_chunk *cursor; /* victim cursor on the LRU list */
+  uint32_t wtail;           /* victim cursor on win (from the tail) */
+
+  struct pred_hist *hist;
+  struct dum *dum;
+  pol_future_fn fut_fn;
+  void *fut_ctx;
+};
+
+/* ---- alloc.c: allocation table, names, residency and the LRU list ---- */
+struct pol_arec *pol_find(pol_t *p, uint64_t id);
+struct pol_arec *pol_find_name(pol_t *p, uint64_t name);
+struct pol_arec *pol_find_addr(pol_t *p, uint64_t addr);
+int pol_arec_add(pol_t *p, uint64_t id, uint64_t addr, uint64_t size, struct pol_arec **out);
+void pol_arec_remove(pol_t *p, struct pol_arec *a);
+void pol_arec_clear(pol_t *p);
+void lru_touch(pol_t *p, struct pol_chunk *c);
+void chunk_set_resident(pol_t *p, struct pol_chunk *c);
+void chunk_set_away(pol_t *p, struct pol_chunk *c, int loc);
+uint64_t pol_hash2(uint64_t a, uint64_t b);
+
+/* ---- plan.c: writing actions ---- */
+int plan_emit(pol_plan_t *plan, int op, int when, int tier, const struct pol_chunk *c);
+int plan_emit_alloc(pol_plan_t *plan, int op, int when, const struct pol_arec *a);
+
+/* ---- planner.c ---- */
+/* Plans launch `cur` (resolved ranges) and, through next(), the future. */
+typedef int (*fut_next_fn)(pol_t *p, void *it, struct fut_launch *out);
+int planner_run(pol_t *p, const pol_launch_t *l, pol_plan_t *plan, fut_next_fn next, void *it);
+int planner_evict_for(pol_t *p, uint32_t j, int when, pol_plan_t *plan);
+/* The fast path: if every chunk of the launch is resident, touches them and
+ * returns the (advice-only) action count; -EAGAIN when a full plan is needed. */
+int planner_light(pol_t *p, const pol_launch_t *l, pol_plan_t *plan);
+
+/* ---- history.c / predict.c: the learned launch sequence ---- */
+int hist_create(pol_t *p);
+void hist_destroy(pol_t *p);
+/* Records launch l (sequence number p->seq) and matches its context. */
+void hist_record(pol_t *p, const pol_launch_t *l);
+int hist_on_track(const pol_t *p);
+/* Iterator over predicted launches, merged across streams. */
+struct pred_it;
+struct pred_it *pred_begin(pol_t *p);
+int pred_next(pol_t *p, void *it, struct fut_launch *out);
+
+/* ---- oracle (policy.c) ---- */
+int oracle_next(pol_t *p, void *it, struct fut_launch *out);
+
+/* ---- deepum.c ---- */
+int dum_create(pol_t *p);
+void dum_destroy(pol_t *p);
+int dum_launch(pol_t *p, const pol_launch_t *l, pol_plan_t *plan);
+void dum_forget(pol_t *p, struct pol_arec *a);
+
+#endif

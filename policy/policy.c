@@ -1,0 +1,235 @@
+/* policy.c: the public face of policy/: configuration, events in, plans out.
+ * Dispatches to the predictor, the DeepUM and oracle references, or placement only. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pol_internal.h"
+
+static const char *const kind_names[POL_KIND_COUNT] = {"predict", "demand", "static", "deepum",
+                                                       "oracle"};
+
+int pol_kind_parse(const char *name) {
+  for (int k = 0; name && k < POL_KIND_COUNT; k++)
+    if (!strcmp(name, kind_names[k])) return k;
+  return -EINVAL;
+}
+
+const char *pol_kind_name(pol_kind_t kind) {
+  return (unsigned)kind < POL_KIND_COUNT ? kind_names[kind] : "?";
+}
+
+void pol_config_default(pol_config_t *c, pol_kind_t kind, uint64_t capacity) {
+  *c = (pol_config_t){.kind = kind,
+                      .capacity = capacity,
+                      .chunk_size = 2u << 20,
+                      .evict_watermark = 100,
+                      .static_min = 64u << 20,
+                      .history = 16384,
+                      .deepum_ahead = 32,
+                      .lead = 1};
+}
+
+static int config_check(pol_config_t *c) {
+  if (!c->chunk_size) c->chunk_size = 2u << 20;
+  if (!c->evict_watermark) c->evict_watermark = 100;
+  if (!c->static_min) c->static_min = 64u << 20;
+  if (!c->deepum_ahead) c->deepum_ahead = 32;
+  if ((unsigned)c->kind >= POL_KIND_COUNT || c->evict_watermark > 100) return -EINVAL;
+  if (c->chunk_size & (c->chunk_size - 1) || c->chunk_size < (64u << 10) ||
+      c->chunk_size > (1u << 30))
+    return -EINVAL;
+  if (c->capacity < c->chunk_size || c->history > (1u << 24)) return -EINVAL;
+  return 0;
+}
+
+static void set_capacity(pol_t *p) {
+  uint64_t bytes = p->cfg.capacity > p->native_bytes ? p->cfg.capacity - p->native_bytes : 0;
+  p->cap_chunks = bytes / p->cfg.chunk_size;
+  p->mark_chunks = p->cap_chunks * p->cfg.evict_watermark / 100;
+}
+
+static int scratch_create(pol_t *p) {
+  uint64_t full = p->cfg.capacity / p->cfg.chunk_size + 64;
+  p->win_cap = full > (1u << 26) ? (1u << 26) : (uint32_t)full;
+  p->want_cap = p->win_cap * POL_WINDOW_FACTOR;
+  p->win = calloc(p->win_cap, sizeof *p->win);
+  p->want = calloc(p->want_cap, sizeof *p->want);
+  p->fut = calloc(POL_MAX_RANGES, sizeof *p->fut);
+  return p->win && p->want && p->fut ? 0 : -ENOMEM;
+}
+
+int pol_create(const pol_config_t *c, pol_t **out) {
+  if (!c || !out) return -EINVAL;
+  pol_t *p = calloc(1, sizeof *p);
+  if (!p) return -ENOMEM;
+  p->cfg = *c;
+  int r = config_check(&p->cfg);
+  if (r < 0) {
+    free(p);
+    return r;
+  }
+  p->lru.next = p->lru.prev = &p->lru;
+  set_capacity(p);
+  r = scratch_create(p);
+  if (!r && p->cfg.kind == POL_PREDICT) r = hist_create(p);
+  if (!r && p->cfg.kind == POL_DEEPUM) r = dum_create(p);
+  if (r < 0) {
+    pol_destroy(p);
+    return r;
+  }
+  *out = p;
+  return 0;
+}
+
+void pol_destroy(pol_t *p) {
+  if (!p) return;
+  pol_arec_clear(p);
+  hist_destroy(p);
+  dum_destroy(p);
+  free(p->win);
+  free(p->want);
+  free(p->fut);
+  free(p);
+}
+
+// ---- allocations ----
+
+static int placement(pol_t *p, uint64_t size, uint32_t flags) {
+  int fits = p->native_bytes + size <= p->cfg.capacity;
+  if (flags & POL_ALLOC_NATIVE) return POL_TIER_DEVICE;
+  if (p->cfg.kind != POL_STATIC) return POL_TIER_MANAGED;
+  if (fits) return POL_TIER_DEVICE;
+  return size >= p->cfg.static_min ? POL_TIER_HOST : POL_TIER_MANAGED;
+}
+
+int pol_alloc(pol_t *p, uint64_t alloc_id, uint64_t addr, uint64_t size, uint32_t flags,
+              uint64_t now) {
+  (void)now;
+  if (!p || !size) return -EINVAL;
+  if (pol_find(p, alloc_id)) return -EEXIST;
+  struct pol_arec *a;
+  int r = pol_arec_add(p, alloc_id, addr, size, &a);
+  if (r < 0) return r;
+  a->tier = (uint8_t)placement(p, size, flags);
+  p->changes++;
+  if (a->tier == POL_TIER_DEVICE) {
+    p->native_bytes += size;
+    set_capacity(p);
+  }
+  return a->tier;
+}
+
+int pol_free(pol_t *p, uint64_t alloc_id, uint64_t now, pol_plan_t *plan) {
+  (void)now;
+  if (plan) {
+    plan->n = 0;
+    plan->truncated = 0;
+  }
+  struct pol_arec *a = p ? pol_find(p, alloc_id) : NULL;
+  if (!a) return -ENOENT;
+  for (uint32_t i = 0; plan && i < a->nchunks; i++) {
+    if (a->chunks[i].loc != LOC_DEV) continue;
+    if (plan_emit(plan, POL_OP_DROP, POL_REQUIRED, 0, &a->chunks[i]) == 0) p->st.chunks_dropped++;
+  }
+  if (a->tier == POL_TIER_DEVICE) {
+    p->native_bytes -= a->size;
+    set_capacity(p);
+  }
+  if (p->dum) dum_forget(p, a);
+  p->changes++;
+  pol_arec_remove(p, a);
+  return plan ? (int)plan->n : 0;
+}
+
+// ---- launches ----
+
+struct oracle_it {
+  uint32_t k;
+};
+
+int oracle_next(pol_t *p, void *vit, struct fut_launch *out) {
+  struct oracle_it *it = vit;
+  pol_launch_t l;
+  if (!p->fut_fn || p->fut_fn(p->fut_ctx, ++it->k, &l) <= 0) return 0;
+  out->n = 0;
+  for (uint32_t i = 0; i < l.nranges && out->n < POL_MAX_RANGES; i++) {
+    struct pol_arec *a = pol_find(p, l.ranges[i].alloc_id);
+    if (a && a->tier != POL_TIER_MANAGED) continue;
+    out->r[out->n++] = (struct fut_rng){.a = a,
+                                        .key = l.ranges[i].alloc_id,
+                                        .first = l.ranges[i].first,
+                                        .count = l.ranges[i].count};
+  }
+  return 1;
+}
+
+int pol_launch(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
+  if (!p || !l || !plan || !plan->actions || !plan->cap || (l->nranges && !l->ranges))
+    return -EINVAL;
+  plan->n = 0;
+  plan->truncated = 0;
+  p->seq++;
+  p->st.launches++;
+  switch (p->cfg.kind) {
+  case POL_PREDICT: {
+    hist_record(p, l);
+    /* a full plan walks the window: after one that moved nothing, trust it longer */
+    uint64_t every = p->last_full_moved ? POL_REPLAN_EVERY : POL_REPLAN_QUIET;
+    int quiet =
+        hist_on_track(p) && p->changes == p->planned_changes && p->seq - p->last_full < every;
+    int r = quiet ? planner_light(p, l, plan) : -EAGAIN;
+    if (r != -EAGAIN) return r;
+    p->last_full = p->seq;
+    p->planned_changes = p->changes;
+    plan->n = plan->truncated = 0;
+    r = planner_run(p, l, plan, pred_next, pred_begin(p));
+    p->last_full_moved = r != 0;
+    return r;
+  }
+  case POL_ORACLE: {
+    struct oracle_it it = {0};
+    return planner_run(p, l, plan, oracle_next, &it);
+  }
+  case POL_DEEPUM:
+    return dum_launch(p, l, plan);
+  default:
+    return 0; /* demand and static: the driver faults what is missing */
+  }
+}
+
+// ---- feedback and observability ----
+
+int pol_chunk_state(pol_t *p, uint64_t alloc_id, uint32_t first, uint32_t count, int state) {
+  struct pol_arec *a = p ? pol_find(p, alloc_id) : NULL;
+  if (!a) return -ENOENT;
+  if ((state != POL_STATE_DEVICE && state != POL_STATE_HOST) || first > a->nchunks ||
+      count > a->nchunks - first)
+    return -EINVAL;
+  for (uint32_t i = first; i < first + count; i++) {
+    if (state == POL_STATE_DEVICE)
+      chunk_set_resident(p, &a->chunks[i]);
+    else if (a->chunks[i].loc == LOC_DEV)
+      chunk_set_away(p, &a->chunks[i], LOC_HOST);
+  }
+  return 0;
+}
+
+int pol_set_future(pol_t *p, pol_future_fn fn, void *ctx) {
+  if (!p || p->cfg.kind != POL_ORACLE) return -EINVAL;
+  p->fut_fn = fn;
+  p->fut_ctx = ctx;
+  return 0;
+}
+
+void pol_get_stats(const pol_t *p, pol_stats_t *out) {
+  *out = p->st;
+  out->resident = p->used;
+}
+
+uint64_t pol_chunk_size(const pol_t *p) {
+  return p->cfg.chunk_size;
+}
+uint64_t pol_capacity_chunks(const pol_t *p) {
+  return p->cap_chunks;
+}

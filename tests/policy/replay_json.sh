@@ -1,0 +1,44 @@
+#!/bin/sh
+# replay_json.sh VX: checks `vx replay --synth transformer-train,oversub=1.5 --json`:
+# one JSON object per policy, with the contract keys and sane values.
+set -eu
+vx=$1
+out=$("$vx" replay --synth transformer-train,oversub=1.5 --json)
+echo "$out"
+n=$(printf '%s\n' "$out" | wc -l)
+[ "$n" -eq 7 ] || { echo "FAIL: expected 7 lines (one per policy), got $n"; exit 1; }
+for p in demand deepum static predict oracle bound infinite; do
+  printf '%s\n' "$out" | grep -q "^{\"policy\":\"$p\"" || { echo "FAIL: no line for $p"; exit 1; }
+done
+printf '%s\n' "$out" | awk '
+  function num(key,   m) {
+    if (!match($0, "\"" key "\":-?[0-9.eE+-]+")) { print "FAIL: " key " missing: " $0; bad = 1; return 0 }
+    m = substr($0, RSTART, RLENGTH); sub(/^[^:]*:/, "", m); return m + 0
+  }
+  {
+    if (substr($0, 1, 1) != "{" || substr($0, length($0), 1) != "}") { print "FAIL: not an object: " $0; bad = 1 }
+    t = num("total_s"); s = num("stall_s"); u = num("bytes_up"); d = num("bytes_down")
+    o = num("overhead"); g = num("oracle_gain_share")
+    if (t <= 0 || s < 0 || s > t || u < 0 || d < 0 || o < -1e-9) { print "FAIL: insane values: " $0; bad = 1 }
+    if ($0 ~ /"policy":"infinite"/ && (u != 0 || s != 0 || o != 0)) { print "FAIL: infinite moved data: " $0; bad = 1 }
+    if ($0 ~ /"policy":"oracle"/ && (g < 0.999 || g > 1.001)) { print "FAIL: oracle share != 1: " $0; bad = 1 }
+    if ($0 ~ /"policy":"demand"/ && (g < -0.001 || g > 0.001)) { print "FAIL: demand share != 0: " $0; bad = 1 }
+    if ($0 ~ /"policy":"predict"/) pt = t
+    if ($0 ~ /"policy":"demand"/) dt = t
+  }
+  END {
+    if (pt >= dt) { print "FAIL: predict (" pt " s) not faster than demand (" dt " s)"; bad = 1 }
+    exit bad
+  }'
+"$vx" replay --synth transformer-train,oversub=1.5 >/dev/null
+if "$vx" replay --synth nosuch 2>/dev/null; then echo "FAIL: unknown workload accepted"; exit 1; fi
+if "$vx" replay --synth cnn --policy lru 2>/dev/null; then echo "FAIL: unknown policy accepted"; exit 1; fi
+# A trace written to a file replays exactly as the in-memory one.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+a=$("$vx" replay --synth cnn,iters=3 --save "$tmp/cnn.vxt" --policy demand,predict --json | sed 's/"source":"[^"]*",//')
+b=$("$vx" replay "$tmp/cnn.vxt" --policy demand,predict --json | sed 's/"source":"[^"]*",//')
+[ -n "$a" ] && [ "$a" = "$b" ] || { echo "FAIL: file replay differs: $a / $b"; exit 1; }
+head -c 100 "$tmp/cnn.vxt" >"$tmp/cut.vxt"
+if "$vx" replay "$tmp/cut.vxt" 2>/dev/null; then echo "FAIL: truncated trace accepted"; exit 1; fi
+echo "policy_replay_json: ok"

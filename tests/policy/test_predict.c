@@ -1,0 +1,375 @@
+/* test_predict.c: the predictor and planner under a fake clock and a fake
+ * executor: learning, phase changes, plan invariants on random traces, API errors. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+
+#include "fx.h"
+
+// ---- a training-like loop: persistent weights, activations re-made each iteration ----
+
+struct loop {
+  uint32_t layers, wch, ach;
+  uint64_t kbase, stream, next_id;
+  uint64_t w[32];
+};
+
+static void loop_init(struct fx *f, struct loop *L, uint32_t layers, uint32_t wch, uint32_t ach,
+                      uint64_t kbase, uint64_t first_id) {
+  *L = (struct loop){
+      .layers = layers, .wch = wch, .ach = ach, .kbase = kbase, .stream = 1, .next_id = first_id};
+  for (uint32_t l = 0; l < layers; l++) {
+    L->w[l] = L->next_id++;
+    fx_alloc(f, L->w[l], wch);
+    pol_range_t r = {.alloc_id = L->w[l], .count = wch, .mode = POL_ACCESS_WRITE};
+    fx_launch(f, kbase + 9, L->stream, &r, 1);
+  }
+}
+
+static void loop_iter(struct fx *f, struct loop *L) {
+  uint64_t act[32];
+  for (uint32_t l = 0; l < L->layers; l++) {
+    act[l] = L->next_id++;
+    fx_alloc(f, act[l], L->ach);
+    pol_range_t r[3] = {
+        {.alloc_id = L->w[l], .count = L->wch, .mode = POL_ACCESS_READ},
+        {.alloc_id = act[l], .count = L->ach, .mode = POL_ACCESS_WRITE},
+        {.alloc_id = l ? act[l - 1] : act[l], .count = L->ach, .mode = POL_ACCESS_READ}};
+    fx_launch(f, L->kbase + 1, L->stream, r, l ? 3 : 2);
+  }
+  for (uint32_t l = L->layers; l-- > 0;) {
+    pol_range_t r[2] = {{.alloc_id = L->w[l], .count = L->wch, .mode = POL_ACCESS_RW},
+                        {.alloc_id = act[l], .count = L->ach, .mode = POL_ACCESS_READ}};
+    fx_launch(f, L->kbase + 2, L->stream, r, 2);
+    fx_free(f, act[l]);
+  }
+}
+
+static struct fx F;
+
+START_TEST(periodic_learned_in_one_iteration) {
+  struct loop L;
+  fx_init(&F, POL_PREDICT, 24); /* footprint 8*4 + 8*2 = 48 chunks: half fits */
+  loop_init(&F, &L, 8, 4, 2, 100, 1);
+  loop_iter(&F, &L); /* learns */
+  for (int it = 1; it < 6; it++) {
+    fx_reset_counts(&F);
+    loop_iter(&F, &L);
+    ck_assert_msg(fx_coverage(&F) >= 0.95, "iteration %d: coverage %.3f", it, fx_coverage(&F));
+    ck_assert_uint_eq(F.required_host, F.used - F.covered);
+  }
+  pol_stats_t st;
+  pol_get_stats(F.p, &st);
+  ck_assert_uint_gt(st.launches_matched, st.launches / 2);
+  fx_fini(&F);
+}
+END_TEST
+
+START_TEST(demand_learns_nothing) {
+  struct loop L;
+  fx_init(&F, POL_DEMAND, 24);
+  loop_init(&F, &L, 8, 4, 2, 100, 1);
+  for (int it = 0; it < 3; it++) {
+    fx_reset_counts(&F);
+    loop_iter(&F, &L);
+  }
+  ck_assert_uint_eq(F.ahead, 0); /* demand plans nothing: every miss is the driver's */
+  fx_fini(&F);
+}
+END_TEST
+
+START_TEST(phase_change_recovered) {
+  struct loop L;
+  fx_init(&F, POL_PREDICT, 24);
+  loop_init(&F, &L, 8, 4, 2, 100, 1);
+  for (int it = 0; it < 4; it++)
+    loop_iter(&F, &L);
+  L.ach = 3; /* new shapes: activations grow, the same weights */
+  double cov[5];
+  for (int it = 0; it < 5; it++) {
+    fx_reset_counts(&F);
+    loop_iter(&F, &L);
+    cov[it] = fx_coverage(&F);
+  }
+  ck_assert_msg(cov[2] >= 0.95 && cov[3] >= 0.95 && cov[4] >= 0.95,
+                "after the change: %.3f %.3f %.3f %.3f %.3f", cov[0], cov[1], cov[2], cov[3],
+                cov[4]);
+  fx_fini(&F);
+}
+END_TEST
+
+START_TEST(two_streams_interleaved) {
+  struct loop A, B;
+  fx_init(&F, POL_PREDICT, 40);
+  loop_init(&F, &A, 6, 4, 2, 100, 1);
+  loop_init(&F, &B, 4, 4, 1, 500, 4000);
+  B.stream = 2;
+  srand(7);
+  for (int it = 0; it < 8; it++) {
+    if (it == 3) fx_reset_counts(&F);
+    if (rand() % 2) {
+      loop_iter(&F, &A);
+      loop_iter(&F, &B);
+    } else {
+      loop_iter(&F, &B);
+      loop_iter(&F, &A);
+    }
+  }
+  ck_assert_msg(fx_coverage(&F) >= 0.9, "coverage %.3f", fx_coverage(&F));
+  fx_fini(&F);
+}
+END_TEST
+
+// ---- random traces: the plan contract holds whatever the predictor believes ----
+
+static void random_trace(pol_kind_t kind, unsigned seed) {
+  fx_init(&F, kind, 16);
+  srand(seed);
+  uint64_t ids[64];
+  int n = 0;
+  uint64_t next = 1;
+  for (int step = 0; step < 3000; step++) {
+    int op = rand() % 10;
+    if ((op == 0 || n < 3) && n < 64) {
+      ids[n] = next++;
+      fx_alloc(&F, ids[n++], 1 + rand() % 8);
+    } else if (op == 1 && n > 3) {
+      int k = rand() % n;
+      fx_free(&F, ids[k]);
+      ids[k] = ids[--n];
+    } else {
+      pol_range_t r[4];
+      int nr = 1 + rand() % 4;
+      for (int i = 0; i < nr; i++) {
+        uint64_t id = ids[(step / 7 + i * 3 + (rand() % 4 == 0 ? rand() : 0)) % n];
+        uint32_t first = rand() % F.nchunks[id];
+        r[i] = (pol_range_t){.alloc_id = id,
+                             .first = first,
+                             .count = 1 + rand() % (F.nchunks[id] - first),
+                             .mode = rand() % 4};
+      }
+      fx_launch(&F, 1000 + (uint64_t)(step % 5), 1 + rand() % 2, r, (uint32_t)nr);
+    }
+  }
+  pol_stats_t st;
+  pol_get_stats(F.p, &st);
+  ck_assert_uint_eq(st.resident, F.resident);
+  fx_fini(&F);
+}
+
+START_TEST(random_traces_keep_the_contract) {
+  for (unsigned seed = 1; seed <= 4; seed++) {
+    random_trace(POL_PREDICT, seed);
+    random_trace(POL_DEEPUM, seed);
+  }
+}
+END_TEST
+
+// ---- oracle and deepum ----
+
+struct fut {
+  pol_launch_t l[64];
+  pol_range_t r[64][2];
+  uint32_t n, cur;
+};
+
+static int future(void *ctx, uint32_t k, pol_launch_t *out) {
+  struct fut *u = ctx;
+  if (u->cur + k >= u->n) return 0;
+  *out = u->l[u->cur + k];
+  return 1;
+}
+
+START_TEST(oracle_sees_the_future) {
+  static struct fut u;
+  fx_init(&F, POL_ORACLE, 6);
+  ck_assert_int_eq(pol_set_future(F.p, future, &u), 0);
+  for (uint64_t id = 1; id <= 10; id++)
+    fx_alloc(&F, id, 1);
+  for (uint32_t i = 0; i < 60; i++) {
+    u.r[i][0] = (pol_range_t){.alloc_id = 1 + i % 10, .count = 1, .mode = POL_ACCESS_RW};
+    u.l[i] = (pol_launch_t){.kernel = 5, .stream = 1, .ranges = u.r[i], .nranges = 1};
+  }
+  u.n = 60;
+  for (u.cur = 0; u.cur < 60; u.cur++) {
+    if (u.cur == 10) fx_reset_counts(&F);
+    fx_launch(&F, 5, 1, u.r[u.cur], 1);
+  }
+  /* cyclic over 10 chunks with room for 6: MIN refetches 5 per cycle, all ahead */
+  ck_assert_uint_eq(F.required_host, 0);
+  ck_assert_uint_le(F.ahead, 25);
+  ck_assert_uint_ge(F.ahead, 20);
+  fx_fini(&F);
+}
+END_TEST
+
+START_TEST(deepum_prefetches_stable_addresses) {
+  fx_init(&F, POL_DEEPUM, 16); /* a period of 48 kernels: longer than DeepUM's 32 */
+  for (uint64_t id = 1; id <= 48; id++)
+    fx_alloc(&F, id, 1);
+  for (int it = 0; it < 5; it++) {
+    if (it == 2) fx_reset_counts(&F);
+    for (uint64_t id = 1; id <= 48; id++) {
+      pol_range_t r = {.alloc_id = id, .count = 1, .mode = POL_ACCESS_READ};
+      fx_launch(&F, 40 + id, 1, &r, 1);
+    }
+  }
+  ck_assert_uint_gt(F.ahead, 48);
+  ck_assert_msg(fx_coverage(&F) > 0.5, "coverage %.3f", fx_coverage(&F));
+  fx_fini(&F);
+}
+END_TEST
+
+// ---- advice, placement, dead chunks ----
+
+START_TEST(read_mostly_advised_only_when_never_written) {
+  for (int unknown = 0; unknown < 2; unknown++) {
+    fx_init(&F, POL_PREDICT, 8);
+    fx_alloc(&F, 1, 2);
+    int advised = 0;
+    for (int i = 0; i < 5; i++) {
+      pol_range_t r = {.alloc_id = 1,
+                       .count = 2,
+                       .mode = i == 0    ? POL_ACCESS_WRITE
+                               : unknown ? POL_ACCESS_UNKNOWN
+                                         : POL_ACCESS_READ};
+      int n = fx_launch(&F, 3, 1, &r, 1);
+      for (int k = 0; k < n; k++)
+        if (F.act[k].op == POL_OP_ADVISE_READ_MOSTLY) {
+          advised++;
+          ck_assert_int_eq(i, 2); /* after two read-only uses past the initialising write */
+          ck_assert_uint_eq(F.act[k].alloc_id, 1);
+        }
+    }
+    ck_assert_int_eq(advised, unknown ? 0 : 1);
+    fx_fini(&F);
+  }
+}
+END_TEST
+
+START_TEST(freed_chunks_dropped_not_written_back) {
+  fx_init(&F, POL_PREDICT, 4);
+  fx_alloc(&F, 1, 3);
+  pol_range_t r = {.alloc_id = 1, .count = 3, .mode = POL_ACCESS_WRITE};
+  fx_launch(&F, 1, 1, &r, 1);
+  fx_free(&F, 1); /* asserts DROP only, exactly the resident chunks */
+  fx_alloc(&F, 2, 4);
+  pol_range_t r2 = {.alloc_id = 2, .count = 4, .mode = POL_ACCESS_WRITE};
+  int n = fx_launch(&F, 2, 1, &r2, 1);
+  for (int i = 0; i < n; i++)
+    ck_assert_int_ne(F.act[i].op, POL_OP_EVICT); /* the room came from the freed chunks */
+  pol_stats_t st;
+  pol_get_stats(F.p, &st);
+  ck_assert_uint_eq(st.chunks_dropped, 3);
+  ck_assert_uint_eq(st.chunks_evicted, 0);
+  fx_fini(&F);
+}
+END_TEST
+
+START_TEST(evictions_spill_to_nvme_past_the_host_budget) {
+  pol_config_t c;
+  pol_t *p;
+  pol_config_default(&c, POL_PREDICT, 2 * (2u << 20)); /* two device chunks */
+  c.host_capacity = 2 * (2u << 20);                    /* two host chunks */
+  ck_assert_int_eq(pol_create(&c, &p), 0);
+  pol_action_t act[64];
+  int tiers[POL_TIER_NVME + 1] = {0};
+  for (uint64_t id = 1; id <= 6; id++) {
+    ck_assert_int_eq(pol_alloc(p, id, 0, 2u << 20, 0, 0), POL_TIER_MANAGED);
+    pol_range_t r = {.alloc_id = id, .count = 1, .mode = POL_ACCESS_WRITE};
+    pol_launch_t l = {.kernel = id, .stream = 1, .ranges = &r, .nranges = 1};
+    pol_plan_t plan = {.actions = act, .cap = 64};
+    int n = pol_launch(p, &l, &plan);
+    for (int i = 0; i < n; i++)
+      if (act[i].op == POL_OP_EVICT) tiers[act[i].tier] += (int)act[i].count;
+  }
+  ck_assert_int_eq(tiers[POL_TIER_HOST], 2); /* chunks 1 and 2 fill the host budget */
+  ck_assert_int_eq(tiers[POL_TIER_NVME], 2); /* chunks 3 and 4 go further down */
+  pol_destroy(p);
+}
+END_TEST
+
+START_TEST(static_placement) {
+  pol_config_t c;
+  pol_t *p;
+  pol_config_default(&c, POL_STATIC, 100u << 20); /* 50 chunks */
+  ck_assert_int_eq(pol_create(&c, &p), 0);
+  ck_assert_int_eq(pol_alloc(p, 1, 0, 80u << 20, 0, 0), POL_TIER_DEVICE);
+  ck_assert_int_eq(pol_alloc(p, 2, 0, 64u << 20, 0, 0), POL_TIER_HOST);
+  ck_assert_int_eq(pol_alloc(p, 3, 0, 32u << 20, 0, 0), POL_TIER_MANAGED);
+  ck_assert_int_eq(pol_free(p, 1, 0, NULL), 0);
+  ck_assert_int_eq(pol_alloc(p, 4, 0, 64u << 20, 0, 0), POL_TIER_DEVICE);
+  pol_destroy(p);
+}
+END_TEST
+
+START_TEST(api_errors) {
+  pol_config_t c;
+  pol_t *p = NULL;
+  pol_config_default(&c, POL_PREDICT, 0);
+  ck_assert_int_eq(pol_create(&c, &p), -EINVAL);
+  pol_config_default(&c, POL_PREDICT, 1u << 30);
+  c.chunk_size = 3u << 20;
+  ck_assert_int_eq(pol_create(&c, &p), -EINVAL);
+  pol_config_default(&c, POL_PREDICT, 1u << 30);
+  c.evict_watermark = 101;
+  ck_assert_int_eq(pol_create(&c, &p), -EINVAL);
+  pol_config_default(&c, (pol_kind_t)99, 1u << 30);
+  ck_assert_int_eq(pol_create(&c, &p), -EINVAL);
+  ck_assert_int_eq(pol_kind_parse("oracle"), POL_ORACLE);
+  ck_assert_int_eq(pol_kind_parse("lru"), -EINVAL);
+  ck_assert_str_eq(pol_kind_name(POL_DEEPUM), "deepum");
+
+  pol_config_default(&c, POL_PREDICT, 4u << 20); /* two chunks */
+  ck_assert_int_eq(pol_create(&c, &p), 0);
+  ck_assert_int_eq(pol_alloc(p, 1, 0, 0, 0, 0), -EINVAL);
+  ck_assert_int_eq(pol_alloc(p, 1, 0, 6u << 20, 0, 0), POL_TIER_MANAGED);
+  ck_assert_int_eq(pol_alloc(p, 1, 0, 1, 0, 0), -EEXIST);
+  ck_assert_int_eq(pol_free(p, 9, 0, NULL), -ENOENT);
+  ck_assert_int_eq(pol_chunk_state(p, 9, 0, 1, POL_STATE_HOST), -ENOENT);
+  ck_assert_int_eq(pol_chunk_state(p, 1, 2, 2, POL_STATE_HOST), -EINVAL);
+  ck_assert_int_eq(pol_chunk_state(p, 1, 0, 1, 7), -EINVAL);
+  ck_assert_int_eq(pol_set_future(p, future, NULL), -EINVAL);
+  pol_action_t one[1];
+  pol_plan_t plan = {.actions = one, .cap = 0};
+  pol_range_t r[2] = {{.alloc_id = 1, .first = 0, .count = 1},
+                      {.alloc_id = 1, .first = 2, .count = 1}};
+  pol_launch_t l = {.kernel = 1, .ranges = r, .nranges = 2};
+  ck_assert_int_eq(pol_launch(p, &l, &plan), -EINVAL);
+  plan.cap = 1; /* two separate prefetches do not fit: the plan says so */
+  ck_assert_int_eq(pol_launch(p, &l, &plan), 1);
+  ck_assert_int_eq(plan.truncated, 1);
+  ck_assert_int_eq(one[0].op, POL_OP_PREFETCH);
+  ck_assert_int_eq(one[0].when, POL_REQUIRED);
+  ck_assert_int_eq(pol_chunk_state(p, 1, 0, 3, POL_STATE_HOST), 0);
+  pol_stats_t st;
+  pol_get_stats(p, &st);
+  ck_assert_uint_eq(st.resident, 0);
+  pol_destroy(p);
+  pol_destroy(NULL);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("policy_predict");
+  TCase *t = tcase_create("predict");
+  tcase_set_timeout(t, 60);
+  tcase_add_test(t, periodic_learned_in_one_iteration);
+  tcase_add_test(t, demand_learns_nothing);
+  tcase_add_test(t, phase_change_recovered);
+  tcase_add_test(t, two_streams_interleaved);
+  tcase_add_test(t, random_traces_keep_the_contract);
+  tcase_add_test(t, oracle_sees_the_future);
+  tcase_add_test(t, deepum_prefetches_stable_addresses);
+  tcase_add_test(t, read_mostly_advised_only_when_never_written);
+  tcase_add_test(t, freed_chunks_dropped_not_written_back);
+  tcase_add_test(t, evictions_spill_to_nvme_past_the_host_budget);
+  tcase_add_test(t, static_placement);
+  tcase_add_test(t, api_errors);
+  suite_add_tcase(s, t);
+  SRunner *r = srunner_create(s);
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? 1 : 0;
+}

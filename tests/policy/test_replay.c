@@ -1,0 +1,239 @@
+/* test_replay.c: the replay's cost model on hand-computed traces, trace loading
+ * errors, and the policies' ranking on every synthetic workload. */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay.h"
+#include "synth.h"
+
+#define MIB (1ull << 20)
+
+static uint8_t buf[1 << 16];
+static size_t len;
+
+static void begin(uint64_t capacity) {
+  pol_trace_header_t h = {.device_count = 1, .chunk_size = 2 * MIB};
+  h.capacity[0] = capacity;
+  len = (size_t)pol_trace_write_header(buf, sizeof buf, &h);
+}
+
+static void rec(const pol_trace_rec_t *r) {
+  int n = pol_trace_encode(buf + len, sizeof buf - len, r);
+  ck_assert_int_gt(n, 0);
+  len += (size_t)n;
+}
+
+static void alloc(uint64_t id, uint64_t size) {
+  rec(&(pol_trace_rec_t){.type = POL_TREC_ALLOC, .alloc_id = id, .addr = id << 30, .size = size});
+}
+
+static void launch(uint64_t kernel, uint64_t id, uint32_t count, uint32_t mode, uint64_t dur) {
+  pol_range_t r = {.alloc_id = id, .count = count, .mode = mode};
+  rec(&(pol_trace_rec_t){.type = POL_TREC_LAUNCH,
+                         .kernel = kernel,
+                         .stream = 1,
+                         .dur_ns = dur,
+                         .nranges = 1,
+                         .ranges = &r});
+}
+
+/* Two allocations of two chunks, room for two chunks; A written, B written, A read. */
+static void tiny(rp_trace_t *t, rp_model_t *m) {
+  begin(4 * MIB);
+  alloc(1, 4 * MIB);
+  alloc(2, 4 * MIB);
+  launch(11, 1, 2, POL_ACCESS_WRITE, 1000000);
+  launch(12, 2, 2, POL_ACCESS_WRITE, 1000000);
+  launch(13, 1, 2, POL_ACCESS_READ, 1000000);
+  char err[128];
+  ck_assert_int_eq(rp_trace_load(t, buf, len, 0, err, sizeof err), 0);
+  rp_model_default(m, t->capacity);
+  m->link_bps = 2 * MIB * 1000.0; /* one chunk per millisecond */
+}
+
+#define NEAR(a, b) ck_assert_msg(fabs((a) - (b)) < 1e-9, "%.9f != %.9f", (double)(a), (double)(b))
+
+START_TEST(demand_cost_by_hand) {
+  rp_trace_t t;
+  rp_model_t m;
+  rp_result_t r;
+  tiny(&t, &m);
+  ck_assert_int_eq(rp_run(&t, &m, "demand", &r), 0);
+  /* L1: one fault batch for A's fresh chunks (45 us), runs 1 ms.
+   * L2: fault batch; each of B's chunks first writes back one of A's (1 ms each, serial).
+   * L3: fault batch; each of A's chunks writes back one of B's, then comes up (2 ms each). */
+  NEAR(r.stall_s, (0.045 + 2.045 + 4.045) / 1e3);
+  NEAR(r.total_s, 9.135 / 1e3);
+  ck_assert_uint_eq(r.bytes_up, 4 * MIB);
+  ck_assert_uint_eq(r.bytes_down, 8 * MIB);
+  ck_assert_uint_eq(r.faults, 6);
+  ck_assert_uint_eq(r.fault_batches, 3);
+  ck_assert_int_eq(rp_run(&t, &m, "infinite", &r), 0);
+  NEAR(r.total_s, 3.0 / 1e3);
+  NEAR(r.stall_s, 0);
+  rp_trace_free(&t);
+}
+END_TEST
+
+START_TEST(predict_cost_by_hand) {
+  rp_trace_t t;
+  rp_model_t m;
+  rp_result_t r;
+  tiny(&t, &m);
+  ck_assert_int_eq(rp_run(&t, &m, "predict", &r), 0);
+  /* Plans are issued when the previous launch starts.  L1: A populated, no stall.
+   * L2 (planned at 0): A's chunks written back after L1 (1-2, 2-3 ms), B placed in
+   * their slots at 2 and 3 ms: stall 2 ms.  L3 (planned at 3): B written back from
+   * 4 ms, A up behind each write-back: 5-6, 6-7 ms: stall 3 ms, ends at 8 ms. */
+  NEAR(r.stall_s, 5.0 / 1e3);
+  NEAR(r.total_s, 8.0 / 1e3);
+  ck_assert_uint_eq(r.bytes_up, 4 * MIB);
+  ck_assert_uint_eq(r.bytes_down, 8 * MIB);
+  ck_assert_uint_eq(r.faults, 0);
+  rp_trace_free(&t);
+}
+END_TEST
+
+START_TEST(freed_data_never_written_back) {
+  rp_trace_t t;
+  rp_model_t m;
+  rp_result_t r;
+  begin(4 * MIB);
+  alloc(1, 4 * MIB);
+  launch(1, 1, 2, POL_ACCESS_WRITE, 1000);
+  rec(&(pol_trace_rec_t){.type = POL_TREC_FREE, .alloc_id = 1});
+  alloc(2, 4 * MIB);
+  launch(2, 2, 2, POL_ACCESS_WRITE, 1000);
+  char err[128];
+  ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), 0);
+  rp_model_default(&m, t.capacity);
+  const char *pols[] = {"demand", "deepum", "predict", "oracle", "static"};
+  for (int i = 0; i < 5; i++) {
+    ck_assert_int_eq(rp_run(&t, &m, pols[i], &r), 0);
+    ck_assert_uint_eq(r.bytes_down, 0);
+    ck_assert_uint_eq(r.writebacks_of_freed, 0);
+  }
+  rp_trace_free(&t);
+}
+END_TEST
+
+START_TEST(load_errors) {
+  rp_trace_t t;
+  char err[128];
+  begin(4 * MIB);
+  launch(1, 9, 1, POL_ACCESS_READ, 1); /* an allocation never made */
+  ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), -EINVAL);
+  ck_assert_ptr_nonnull(strstr(err, "unknown id"));
+  begin(4 * MIB);
+  alloc(1, MIB);
+  alloc(1, MIB);
+  ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), -EINVAL);
+  memcpy(buf, "VXTRACX", 7);
+  ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), -EBADMSG);
+  rp_trace_t empty;
+  rp_model_t m;
+  rp_result_t r;
+  memset(&empty, 0, sizeof empty);
+  rp_model_default(&m, 4 * MIB);
+  ck_assert_int_eq(rp_run(&empty, &m, "lru", &r), -EINVAL);
+}
+END_TEST
+
+START_TEST(rechunking) {
+  rp_trace_t t;
+  char err[128];
+  begin(64 * MIB);
+  alloc(1, 9 * MIB); /* 5 chunks of 2 MiB, 3 of 4 MiB */
+  pol_range_t r = {.alloc_id = 1, .first = 1, .count = 2, .mode = POL_ACCESS_READ}; /* 2-6 MiB */
+  rec(&(pol_trace_rec_t){.type = POL_TREC_LAUNCH, .kernel = 1, .nranges = 1, .ranges = &r});
+  ck_assert_int_eq(rp_trace_load(&t, buf, len, 4 * MIB, err, sizeof err), 0);
+  ck_assert_uint_eq(t.al[0].nchunks, 3);
+  ck_assert_uint_eq(t.rg[0].first, 0);
+  ck_assert_uint_eq(t.rg[0].count, 2);
+  rp_trace_free(&t);
+}
+END_TEST
+
+// ---- every synthetic workload, small ----
+
+static const char *const small[] = {
+    "transformer-train,layers=3,iters=4,hidden=1024,oversub=2",
+    "transformer-infer,layers=4,iters=2,tokens=8,hidden=1024,oversub=2",
+    "cnn,iters=4,batch=32,oversub=2",
+    "moe,layers=2,iters=6,experts=8,active=2,hidden=1024,oversub=2",
+    "two-stream,layers=4,iters=4,hidden=1024,oversub=2",
+};
+
+START_TEST(synthetic_rankings) {
+  for (int w = 0; w < 5; w++) {
+    void *b;
+    size_t n;
+    char err[256];
+    ck_assert_int_eq(synth_generate(small[w], &b, &n, err, sizeof err), 0);
+    rp_trace_t t;
+    ck_assert_int_eq(rp_trace_load(&t, b, n, 0, err, sizeof err), 0);
+    free(b);
+    ck_assert_uint_gt(t.nlaunch, 10);
+    rp_model_t m;
+    rp_model_default(&m, t.capacity);
+    rp_result_t inf, dem, pre, ora, dum, bnd;
+    ck_assert_int_eq(rp_run(&t, &m, "infinite", &inf), 0);
+    ck_assert_int_eq(rp_run(&t, &m, "demand", &dem), 0);
+    ck_assert_int_eq(rp_run(&t, &m, "predict", &pre), 0);
+    ck_assert_int_eq(rp_run(&t, &m, "oracle", &ora), 0);
+    ck_assert_int_eq(rp_run(&t, &m, "deepum", &dum), 0);
+    ck_assert_int_eq(rp_run(&t, &m, "bound", &bnd), 0);
+    ck_assert_msg(pre.total_s <= dem.total_s, "%s: predict %.4f > demand %.4f", small[w],
+                  pre.total_s, dem.total_s);
+    ck_assert_msg(ora.stall_s <= dem.stall_s, "%s: oracle stalls more than demand", small[w]);
+    const rp_result_t *all[] = {&dem, &pre, &ora, &dum};
+    for (int i = 0; i < 4; i++) {
+      ck_assert(all[i]->total_s >= inf.total_s - 1e-12);
+      ck_assert(all[i]->bytes_up > 0);
+      ck_assert_uint_eq(all[i]->writebacks_of_freed, 0);
+    }
+    ck_assert(bnd.total_s >= inf.total_s);
+    ck_assert_uint_le(bnd.bytes_up, dem.bytes_up);
+    rp_derive(&pre, &inf, &dem, &ora);
+    ck_assert(pre.oracle_gain_share > 0);
+    ck_assert(pre.overhead >= 0);
+    rp_trace_free(&t);
+  }
+}
+END_TEST
+
+START_TEST(synth_spec_errors) {
+  void *b = NULL;
+  size_t n;
+  char err[256];
+  ck_assert_int_eq(synth_generate("resnet", &b, &n, err, sizeof err), -EINVAL);
+  ck_assert_ptr_nonnull(strstr(err, "unknown workload"));
+  ck_assert_int_eq(synth_generate("cnn,oversub=5", &b, &n, err, sizeof err), -EINVAL);
+  ck_assert_int_eq(synth_generate("cnn,colour=red", &b, &n, err, sizeof err), -EINVAL);
+  ck_assert_int_eq(synth_generate("moe,experts=4,active=8", &b, &n, err, sizeof err), -EINVAL);
+  ck_assert_int_eq(synth_generate("cnn,iters=x", &b, &n, err, sizeof err), -EINVAL);
+  ck_assert_ptr_null(b);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("policy_replay");
+  TCase *t = tcase_create("replay");
+  tcase_set_timeout(t, 60);
+  tcase_add_test(t, demand_cost_by_hand);
+  tcase_add_test(t, predict_cost_by_hand);
+  tcase_add_test(t, freed_data_never_written_back);
+  tcase_add_test(t, load_errors);
+  tcase_add_test(t, rechunking);
+  tcase_add_test(t, synthetic_rankings);
+  tcase_add_test(t, synth_spec_errors);
+  suite_add_tcase(s, t);
+  SRunner *r = srunner_create(s);
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? 1 : 0;
+}

@@ -52,9 +52,13 @@ int simcuda_register_kernel(const char *name, simcuda_kernel_fn fn);
   static void simk_##name(void **params, simcuda_kctx_t *k)
 
 typedef int (*simcuda_register_kernel_fn_t)(const char *, simcuda_kernel_fn);
-/* dlsym(RTLD_DEFAULT, "simcuda_register_kernel"), loading libcuda.so.1 with
- * RTLD_NOLOAD first; NULL on a real driver. Defined in simcuda_glue.c, which
- * test programs that use SIMCUDA_KERNEL link. */
+/* The registration hook SIMCUDA_KERNEL calls.  Defined in tests/kit
+ * (kit_sim.c, library vxkit), which test programs that use SIMCUDA_KERNEL
+ * link: it remembers the body and forwards it to simcuda_register_kernel of
+ * the loaded libcuda.so.1 (found with dlopen(RTLD_NOLOAD) + dlsym), now and
+ * again at kit_module(); on a real driver there is nothing to forward to.
+ * Kernel bodies should reach memory through kit_access() (kit.h), which
+ * finds simcuda_access() the same way. */
 simcuda_register_kernel_fn_t simcuda_find_register(void);
 
 /* ---- counters and the virtual clock ----
@@ -93,6 +97,23 @@ void simcuda_reset_stats(void);
 /* Residency of the managed chunk holding p: 1 device, 0 host, -1 discarded or
  * never populated, -2 not managed memory. */
 int simcuda_chunk_residency(CUdeviceptr p);
+
+/* ---- extras (also in libcuda.so.1) ----
+ * For the simulated NVML: capacity and bytes in use (native + resident
+ * managed) of device dev; 0 or -EINVAL.  Number of devices. */
+int simcuda_nvml_memory(int dev, unsigned long long *total, unsigned long long *used);
+int simcuda_device_count(void);
+/* Row i of the cuGetProcAddress table: its exported symbol; 0 or -1. */
+int simcuda_proc_row(int i, const char **sym);
+
+/* ---- environment ----
+ * SIMCUDA_DEVICES=n (1..8, default 1); SIMCUDA_VRAM=size[,size...] (K/M/G,
+ * default 1G, one per device, the last repeats); SIMCUDA_LINK_GBPS (25),
+ * SIMCUDA_DEV_GBPS (2000), SIMCUDA_FAULT_NS (45000), SIMCUDA_LAUNCH_NS (3000);
+ * SIMCUDA_FAIL=entry:N[+][:code],... (code: a CUDA_ERROR_* name or number;
+ * default OUT_OF_MEMORY for allocation entry points, UNKNOWN otherwise);
+ * SIMCUDA_LOG=procaddr (one stderr line per lookup); SIMCUDA_STATS=1.
+ * A bad value makes cuInit fail with CUDA_ERROR_NO_DEVICE, saying why. */
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,95 @@
+/* sim_clock.c: the virtual clock (per device: engines busy-until, the host's
+ * notion of time) and the counters test programs read through simcuda.h. */
+#include <errno.h>
+#include <string.h>
+
+#include "sim_internal.h"
+
+uint64_t sim_ns_for_bytes(uint64_t bytes, double gbps) {
+  return (uint64_t)((double)bytes / gbps + 0.5);
+}
+
+void sim_stat_gauges_locked(sim_dev *d) {
+  d->st.device_used_bytes = d->native_bytes + d->resident_bytes;
+  if (d->st.device_used_bytes > d->st.device_used_peak)
+    d->st.device_used_peak = d->st.device_used_bytes;
+}
+
+void sim_note_end_locked(sim_dev *d, uint64_t end) {
+  if (end > d->max_end) d->max_end = end;
+}
+
+void sim_host_sync(int dev, uint64_t t) {
+  sim_lock();
+  sim_dev *d = &sim_g.dev[dev];
+  if (t > d->host_now) d->host_now = t;
+  sim_note_end_locked(d, t);
+  sim_unlock();
+}
+
+uint64_t sim_host_now(int dev) {
+  sim_lock();
+  uint64_t t = sim_g.dev[dev].host_now;
+  sim_unlock();
+  return t;
+}
+
+SIM_API int simcuda_get_stats(int dev, simcuda_stats_t *out) {
+  if (!out || !sim_dev_get(dev)) return -EINVAL;
+  sim_lock();
+  sim_dev *d = &sim_g.dev[dev];
+  *out = d->st;
+  out->total_ns = d->max_end > d->epoch ? d->max_end - d->epoch : 0;
+  sim_unlock();
+  return 0;
+}
+
+/* Counters restart from zero; gauges (bytes in use now) keep their value and
+ * their peaks restart from it. */
+SIM_API void simcuda_reset_stats(void) {
+  if (sim_boot() != 0) return;
+  sim_lock();
+  for (int i = 0; i < sim_g.ndev; i++) {
+    simcuda_stats_t *st = &sim_g.dev[i].st;
+    simcuda_stats_t keep = *st;
+    memset(st, 0, sizeof *st);
+    st->host_backing_bytes = st->host_backing_peak = keep.host_backing_bytes;
+    st->device_used_bytes = st->device_used_peak = keep.device_used_bytes;
+    /* total_ns measures from the reset on: work issued later starts no
+     * earlier than everything seen so far. */
+    sim_dev *d = &sim_g.dev[i];
+    uint64_t now = d->max_end > d->host_now ? d->max_end : d->host_now;
+    if (d->compute_free > now) now = d->compute_free;
+    if (d->h2d_free > now) now = d->h2d_free;
+    if (d->d2h_free > now) now = d->d2h_free;
+    d->epoch = d->host_now = d->max_end = now;
+  }
+  sim_unlock();
+}
+
+SIM_API int simcuda_chunk_residency(CUdeviceptr p) {
+  if (sim_boot() != 0) return -2;
+  sim_lock();
+  sim_alloc *a = sim_map_find_locked((uintptr_t)p);
+  int r = -2;
+  if (a && a->kind == SIM_MANAGED) {
+    sim_chunk *c = &a->chunks[(p - a->base) / SIM_CHUNK];
+    r = c->state == CH_DEVICE ? 1 : c->state == CH_HOST ? 0 : -1;
+  }
+  sim_unlock();
+  return r;
+}
+
+/* For the simulated NVML: capacity and bytes in use of device dev. */
+SIM_API int simcuda_nvml_memory(int dev, unsigned long long *total, unsigned long long *used) {
+  if (sim_entry_check("simcuda_nvml_memory") != CUDA_SUCCESS) return -EINVAL;
+  sim_dev *d = sim_dev_get(dev);
+  if (!d || !total || !used) return -EINVAL;
+  sim_lock();
+  *total = d->capacity;
+  *used = d->native_bytes + d->resident_bytes;
+  sim_unlock();
+  return 0;
+}
+
+SIM_API int simcuda_device_count(void) { return sim_boot() == 0 ? sim_g.ndev : 0; }

@@ -1,0 +1,73 @@
+/* sim_procaddr.c: cuGetProcAddress and cuGetProcAddress_v2 as the driver does
+ * them: base name + requested version + stream flag pick the variant. */
+#include <string.h>
+
+#include "sim_internal.h"
+
+typedef struct proc_row {
+  const char *base, *sym;
+  void *fn;
+  int version;
+  int ptds;
+} proc_row;
+
+static const proc_row procs[] = {
+#define SIM_PROC(base, sym, ver, ptds) {#base, #sym, (void *)&sym, ver, ptds},
+#include "sim_procs.def"
+#undef SIM_PROC
+};
+
+#define NPROCS (sizeof procs / sizeof procs[0])
+
+/* The newest row of `base` with version <= v and the given stream kind. */
+static const proc_row *pick(const char *base, int v, int ptds, int *seen) {
+  const proc_row *best = NULL;
+  for (size_t i = 0; i < NPROCS; i++) {
+    if (strcmp(procs[i].base, base) != 0) continue;
+    *seen = 1;
+    if (procs[i].ptds != ptds || procs[i].version > v) continue;
+    if (!best || procs[i].version >= best->version) best = &procs[i];
+  }
+  return best;
+}
+
+static CUresult lookup(const char *sym, void **pfn, int v, cuuint64_t flags,
+                       CUdriverProcAddressQueryResult *status) {
+  if (!sym || !pfn) return CUDA_ERROR_INVALID_VALUE;
+  if (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
+                            CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
+    return CUDA_ERROR_INVALID_VALUE;
+  int seen = 0;
+  const proc_row *r = NULL;
+  if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) r = pick(sym, v, 1, &seen);
+  if (!r) r = pick(sym, v, 0, &seen);
+  CUdriverProcAddressQueryResult st =
+      r ? CU_GET_PROC_ADDRESS_SUCCESS
+        : seen ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  *pfn = r ? r->fn : NULL;
+  if (status) *status = st;
+  if (sim_boot() == 0 && sim_g.log_procaddr)
+    sim_log("simcuda: procaddr %s version=%d flags=%llu -> %s", sym, v,
+            (unsigned long long)flags,
+            r ? "found" : st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? "version" : "not-found");
+  return r ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+SIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                     cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
+  SIM_ENTER(cuGetProcAddress_v2);
+  return lookup(symbol, pfn, cudaVersion, flags, status);
+}
+
+SIM_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                  cuuint64_t flags) {
+  SIM_ENTER(cuGetProcAddress);
+  return lookup(symbol, pfn, cudaVersion, flags, NULL);
+}
+
+/* For tests: the number of rows and row i's exported symbol name. */
+SIM_API int simcuda_proc_row(int i, const char **sym) {
+  if (i < 0 || (size_t)i >= NPROCS) return -1;
+  *sym = procs[i].sym;
+  return 0;
+}

@@ -1,0 +1,292 @@
+/* test_sim_stream.c: streams really run asynchronously and in order; legacy
+ * default-stream semantics; events; host functions; several threads at once;
+ * stream capture and graph replay.  Runs in one process (also under TSan). */
+#include <pthread.h>
+#include <string.h>
+
+#include "sim_test.h"
+
+static CUcontext ctx;
+
+typedef struct gate {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int open;
+} gate;
+
+static void gate_wait(void *arg) {
+  gate *g = arg;
+  pthread_mutex_lock(&g->mu);
+  while (!g->open) pthread_cond_wait(&g->cv, &g->mu);
+  pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_open(gate *g) {
+  pthread_mutex_lock(&g->mu);
+  g->open = 1;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+}
+
+static void setup(void) {
+  if (!ctx) ctx = sim_test_setup("256M");
+  ck_cu(cuCtxSetCurrent(ctx));
+}
+
+START_TEST(async_and_in_order) {
+  setup();
+  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  CUstream s;
+  ck_cu(cuStreamCreate(&s, 0));
+  CUdeviceptr p;
+  size_t n = 1 << 18;
+  ck_cu(cuMemAlloc(&p, n * 4));
+  ck_cu(cuLaunchHostFunc(s, gate_wait, &g));
+  ck_cu(kit_fill(p, n, 21, s));
+  ck_cu(cuMemsetD32Async(p, 0, 1, s)); /* ordered after the fill */
+  ck_cu_is(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+  gate_open(&g);
+  ck_cu(cuStreamSynchronize(s));
+  ck_cu(cuStreamQuery(s));
+  uint32_t h[2];
+  ck_cu(cuMemcpyDtoH(h, p, sizeof h));
+  ck_assert_uint_eq(h[0], 0);
+  ck_assert_uint_eq(h[1], kit_hash(21, 1));
+  ck_cu(cuStreamDestroy(s));
+  ck_cu_is(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+  ck_cu_is(cuStreamDestroy(s), CUDA_ERROR_INVALID_HANDLE);
+  ck_cu(cuMemFree(p));
+}
+END_TEST
+
+START_TEST(legacy_stream_semantics) {
+  setup();
+  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  CUstream blocking, nonblocking;
+  ck_cu(cuStreamCreate(&blocking, 0));
+  ck_cu(cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr p;
+  ck_cu(cuMemAlloc(&p, 4096));
+  ck_cu(cuLaunchHostFunc(blocking, gate_wait, &g));
+  ck_cu(cuMemsetD32Async(p, 1, 16, NULL)); /* legacy: waits for `blocking` */
+  ck_cu(cuMemsetD32Async(p + 64, 2, 16, nonblocking));
+  ck_cu(cuStreamSynchronize(nonblocking)); /* does not wait for the legacy stream */
+  ck_cu_is(cuStreamQuery(NULL), CUDA_ERROR_NOT_READY);
+  ck_cu_is(cuStreamQuery(CU_STREAM_LEGACY), CUDA_ERROR_NOT_READY);
+  gate_open(&g);
+  ck_cu(cuStreamSynchronize(NULL));
+  uint32_t h[32];
+  ck_cu(cuMemcpyDtoH(h, p, sizeof h));
+  ck_assert_uint_eq(h[0], 1);
+  ck_assert_uint_eq(h[16], 2);
+  ck_cu(cuStreamDestroy(blocking));
+  ck_cu(cuStreamDestroy(nonblocking));
+  ck_cu(cuMemFree(p));
+}
+END_TEST
+
+static int order[8], norder;
+static pthread_mutex_t order_mu = PTHREAD_MUTEX_INITIALIZER;
+static void note(void *arg) {
+  pthread_mutex_lock(&order_mu);
+  order[norder++] = (int)(intptr_t)arg;
+  pthread_mutex_unlock(&order_mu);
+}
+
+START_TEST(events_and_host_functions) {
+  setup();
+  CUstream a, b;
+  ck_cu(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+  ck_cu(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  CUevent e0, e1, never, notime;
+  ck_cu(cuEventCreate(&e0, 0));
+  ck_cu(cuEventCreate(&e1, 0));
+  ck_cu(cuEventCreate(&never, 0));
+  ck_cu(cuEventCreate(&notime, CU_EVENT_DISABLE_TIMING));
+  ck_cu(cuEventRecord(e0, a));
+  ck_cu(cuLaunchHostFunc(a, gate_wait, &g));
+  ck_cu(cuLaunchHostFunc(a, note, (void *)1));
+  ck_cu(cuEventRecord(e1, a));
+  ck_cu(cuStreamWaitEvent(b, e1, 0));
+  ck_cu(cuLaunchHostFunc(b, note, (void *)2));
+  ck_cu(cuStreamWaitEvent(b, never, 0)); /* never recorded: no wait */
+  ck_cu_is(cuEventQuery(e1), CUDA_ERROR_NOT_READY);
+  ck_cu_is(cuStreamQuery(b), CUDA_ERROR_NOT_READY);
+  gate_open(&g);
+  ck_cu(cuStreamSynchronize(b));
+  ck_assert_int_eq(norder, 2);
+  ck_assert_int_eq(order[0], 1); /* b ran after a's record */
+  ck_assert_int_eq(order[1], 2);
+  ck_cu(cuEventSynchronize(e1));
+  ck_cu(cuEventQuery(e1));
+  float ms = -1;
+  ck_cu(cuEventElapsedTime(&ms, e0, e1));
+  ck_assert(ms >= 0.0f);
+  ck_cu_is(cuEventElapsedTime(&ms, e0, never), CUDA_ERROR_INVALID_HANDLE);
+  ck_cu(cuEventRecord(notime, a));
+  ck_cu(cuEventSynchronize(notime));
+  ck_cu_is(cuEventElapsedTime(&ms, e0, notime), CUDA_ERROR_INVALID_HANDLE);
+  ck_cu(cuEventDestroy(e0));
+  ck_cu_is(cuEventQuery(e0), CUDA_ERROR_INVALID_HANDLE);
+  ck_cu(cuEventDestroy(e1));
+  ck_cu(cuEventDestroy(never));
+  ck_cu(cuEventDestroy(notime));
+  ck_cu(cuStreamDestroy(a));
+  ck_cu(cuStreamDestroy(b));
+}
+END_TEST
+
+static void *worker(void *arg) {
+  int id = (int)(intptr_t)arg;
+  long fails = 0;
+  if (cuCtxSetCurrent(ctx) != CUDA_SUCCESS) return (void *)1;
+  CUstream s;
+  if (cuStreamCreate(&s, 0) != CUDA_SUCCESS) return (void *)1;
+  for (int it = 0; it < 20; it++) {
+    size_t n = (size_t)(64 + id * 1000 + it * 37) * 256;
+    uint32_t seed = (uint32_t)(id * 100 + it);
+    CUstream use = it % 2 ? s : CU_STREAM_PER_THREAD;
+    CUdeviceptr p;
+    unsigned long long bad = 1;
+    if (cuMemAlloc(&p, n * 4) != CUDA_SUCCESS) return (void *)1;
+    fails += kit_fill(p, n, seed, use) != CUDA_SUCCESS;
+    fails += kit_check(p, n, seed, use, &bad) != CUDA_SUCCESS;
+    fails += bad != 0;
+    fails += cuMemFree(p) != CUDA_SUCCESS;
+  }
+  fails += cuStreamDestroy(s) != CUDA_SUCCESS;
+  return (void *)fails;
+}
+
+START_TEST(threads_at_once) {
+  setup();
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i);
+  for (int i = 0; i < 4; i++) {
+    void *r;
+    pthread_join(t[i], &r);
+    ck_assert_ptr_null(r);
+  }
+}
+END_TEST
+
+/* Managed memory from several threads on a device smaller than their sum:
+ * prefetches, faults, evictions and discards race; data stays exact. */
+static void *managed_worker(void *arg) {
+  int id = (int)(intptr_t)arg;
+  long fails = 0;
+  if (cuCtxSetCurrent(ctx) != CUDA_SUCCESS) return (void *)1;
+  CUstream s;
+  if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return (void *)1;
+  size_t bytes = 72 * MiB, n = bytes / 4;
+  CUdeviceptr p;
+  if (cuMemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS) return (void *)1;
+  CUmemLocation dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+  CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+  for (int it = 0; it < 2; it++) {
+    uint32_t seed = (uint32_t)(id * 10 + it);
+    unsigned long long bad = 1;
+    fails += cuMemPrefetchAsync(p, bytes, dev0, 0, s) != CUDA_SUCCESS;
+    fails += kit_fill(p, n, seed, s) != CUDA_SUCCESS;
+    fails += cuMemPrefetchAsync(p, bytes / 2, host, 0, s) != CUDA_SUCCESS;
+    fails += kit_check(p, n, seed, s, &bad) != CUDA_SUCCESS || bad != 0;
+    size_t half = bytes / 2;
+    fails += cuMemDiscardBatchAsync(&p, &half, 1, 0, s) != CUDA_SUCCESS;
+  }
+  fails += cuStreamSynchronize(s) != CUDA_SUCCESS;
+  fails += cuMemFree(p) != CUDA_SUCCESS;
+  fails += cuStreamDestroy(s) != CUDA_SUCCESS;
+  return (void *)fails;
+}
+
+START_TEST(managed_from_threads) {
+  setup(); /* 256M device, 4 x 72 MiB of managed memory */
+  simcuda_stats_t before = sim_test_stats(0);
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, managed_worker, (void *)(intptr_t)i);
+  for (int i = 0; i < 4; i++) {
+    void *r;
+    pthread_join(t[i], &r);
+    ck_assert_ptr_null(r);
+  }
+  simcuda_stats_t st = sim_test_stats(0);
+  ck_assert_uint_gt(st.evictions, before.evictions);
+  ck_assert_uint_gt(st.discards, before.discards);
+  ck_assert_uint_gt(st.bytes_prefetch_htod, before.bytes_prefetch_htod);
+}
+END_TEST
+
+START_TEST(capture_and_replay) {
+  setup();
+  CUstream s;
+  ck_cu(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  size_t n = 4096;
+  CUdeviceptr p;
+  ck_cu(cuMemAlloc(&p, n * 4));
+  float ones[4096];
+  for (size_t i = 0; i < n; i++) ones[i] = 1.0f;
+  ck_cu(cuMemcpyHtoD(p, ones, sizeof ones));
+  CUstreamCaptureStatus cs;
+  ck_cu(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  ck_cu(cuStreamIsCapturing(s, &cs));
+  ck_assert_int_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  ck_cu(kit_scale(p, n, 2.0f, s)); /* recorded, not run */
+  CUgraph g;
+  ck_cu(cuStreamEndCapture(s, &g));
+  float h[4];
+  ck_cu(cuMemcpyDtoH(h, p, sizeof h));
+  ck_assert(h[0] == 1.0f);
+  size_t nn = 0;
+  ck_cu(cuGraphGetNodes(g, NULL, &nn));
+  ck_assert_uint_eq(nn, 1);
+  CUgraphNode node;
+  ck_cu(cuGraphGetNodes(g, &node, &nn));
+  CUgraphNodeType type;
+  ck_cu(cuGraphNodeGetType(node, &type));
+  ck_assert_int_eq(type, CU_GRAPH_NODE_TYPE_KERNEL);
+  CUDA_KERNEL_NODE_PARAMS kp;
+  ck_cu(cuGraphKernelNodeGetParams(node, &kp));
+  ck_assert_ptr_eq(kp.func, kit_fn("scale_f32"));
+  ck_assert_uint_eq(*(CUdeviceptr *)kp.kernelParams[0], p);
+  ck_assert_uint_eq(*(size_t *)kp.kernelParams[1], n);
+  CUgraphExec ge;
+  ck_cu(cuGraphInstantiate(&ge, g, 0));
+  ck_cu(cuGraphLaunch(ge, s));
+  ck_cu(cuGraphLaunch(ge, s));
+  ck_cu(cuStreamSynchronize(s));
+  ck_cu(cuMemcpyDtoH(h, p, sizeof h));
+  ck_assert(h[3] == 4.0f);
+  /* synchronising a capturing stream is refused and kills the capture */
+  ck_cu(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  ck_cu_is(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_ILLEGAL_STATE);
+  ck_cu(kit_scale(p, n, 2.0f, s));
+  ck_cu_is(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ck_cu(cuStreamIsCapturing(s, &cs));
+  ck_assert_int_eq(cs, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  CUgraph g2 = (CUgraph)1;
+  ck_cu_is(cuStreamEndCapture(s, &g2), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  ck_assert_ptr_null(g2);
+  ck_cu_is(cuStreamEndCapture(s, &g2), CUDA_ERROR_ILLEGAL_STATE);
+  ck_cu_is(cuStreamBeginCapture(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL),
+           CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ck_cu(cuGraphExecDestroy(ge));
+  ck_cu(cuGraphDestroy(g));
+  ck_cu(cuStreamDestroy(s));
+  ck_cu(cuMemFree(p));
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("sim_stream");
+  TCase *tc = tcase_create("stream");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, async_and_in_order);
+  tcase_add_test(tc, legacy_stream_semantics);
+  tcase_add_test(tc, events_and_host_functions);
+  tcase_add_test(tc, threads_at_once);
+  tcase_add_test(tc, managed_from_threads);
+  tcase_add_test(tc, capture_and_replay);
+  suite_add_tcase(s, tc);
+  return sim_test_run(s);
+}

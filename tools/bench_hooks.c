@@ -28,9 +28,9 @@ static const struct {
 int vx_cmd_bench(int argc, char **argv) {
   if (argc >= 2)
     for (size_t i = 0; i < sizeof bench_table / sizeof bench_table[0]; i++)
-      if (!strcmp(argv[1], bench_table[i].name))
-        return bench_table[i].fn(argc - 1, argv + 1);
-  fprintf(stderr, "usage: vx bench hooks [--iters N]\n       vx bench nvme --dir DIR --size SIZE\n");
+      if (!strcmp(argv[1], bench_table[i].name)) return bench_table[i].fn(argc - 1, argv + 1);
+  fprintf(stderr,
+          "usage: vx bench hooks [--iters N]\n       vx bench nvme --dir DIR --size SIZE\n");
   return 2;
 }
 
@@ -58,7 +58,9 @@ static const char bench_ptx[] =
     " .param .u64 a4, .param .u64 a5, .param .u64 a6, .param .u64 a7)\n{\n  ret;\n}\n";
 
 typedef struct simcuda_kctx simcuda_kctx_t;
-static void bench_nop(void **params, simcuda_kctx_t *k) { (void)params, (void)k; }
+static void bench_nop(void **params, simcuda_kctx_t *k) {
+  (void)params, (void)k;
+}
 
 static double now_ns(void) {
   struct timespec ts;
@@ -82,19 +84,22 @@ static int load_api(struct api *a) {
     fprintf(stderr, "vx bench: cannot load libcuda.so.1: %s\n", dlerror());
     return -1;
   }
-  void **slots[] = {(void **)&a->init,        (void **)&a->dev_get,      (void **)&a->ctx_retain, (void **)&a->ctx_set,
-                    (void **)&a->module_load, (void **)&a->get_function, (void **)&a->alloc,
-                    (void **)&a->free,        (void **)&a->launch,       (void **)&a->sync};
-  const char *names[] = {"cuInit",         "cuDeviceGet",         "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent",
-                         "cuModuleLoadData", "cuModuleGetFunction", "cuMemAlloc_v2",
-                         "cuMemFree_v2",   "cuLaunchKernel",      "cuCtxSynchronize"};
+  void **slots[] = {(void **)&a->init,    (void **)&a->dev_get,     (void **)&a->ctx_retain,
+                    (void **)&a->ctx_set, (void **)&a->module_load, (void **)&a->get_function,
+                    (void **)&a->alloc,   (void **)&a->free,        (void **)&a->launch,
+                    (void **)&a->sync};
+  const char *names[] = {"cuInit",          "cuDeviceGet",      "cuDevicePrimaryCtxRetain",
+                         "cuCtxSetCurrent", "cuModuleLoadData", "cuModuleGetFunction",
+                         "cuMemAlloc_v2",   "cuMemFree_v2",     "cuLaunchKernel",
+                         "cuCtxSynchronize"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++)
     if (!(*slots[i] = dlsym(h, names[i]))) {
       fprintf(stderr, "vx bench: libcuda.so.1 lacks %s\n", names[i]);
       return -1;
     }
   int (*reg)(const char *, void (*)(void **, simcuda_kctx_t *)) =
-      (int (*)(const char *, void (*)(void **, simcuda_kctx_t *)))dlsym(h, "simcuda_register_kernel");
+      (int (*)(const char *, void (*)(void **, simcuda_kctx_t *)))dlsym(h,
+                                                                        "simcuda_register_kernel");
   if (reg) /* on a real GPU the PTX runs as is */
     reg("vx_bench_nop", bench_nop);
   return 0;
@@ -118,8 +123,7 @@ typedef CUresult (*free_fn)(CUdeviceptr);
 static double time_launches(launch_fn launch, CUfunction fn, void **params) {
   double t0 = now_ns();
   for (int i = 0; i < BATCH_LAUNCH; i++)
-    if (launch(fn, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL) != CUDA_SUCCESS)
-      return -1;
+    if (launch(fn, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL) != CUDA_SUCCESS) return -1;
   return (now_ns() - t0) / BATCH_LAUNCH;
 }
 
@@ -127,8 +131,7 @@ static double time_allocs(alloc_fn alloc, free_fn release) {
   double t0 = now_ns();
   for (int i = 0; i < BATCH_ALLOC; i++) {
     CUdeviceptr p;
-    if (alloc(&p, 1u << 20) != CUDA_SUCCESS || release(p) != CUDA_SUCCESS)
-      return -1;
+    if (alloc(&p, 1u << 20) != CUDA_SUCCESS || release(p) != CUDA_SUCCESS) return -1;
   }
   return (now_ns() - t0) / BATCH_ALLOC;
 }
@@ -143,8 +146,7 @@ static int bench_child(int iters) {
   CUcontext ctx;
   CUmodule mod;
   CUfunction fn;
-  if (load_api(&a))
-    return 1;
+  if (load_api(&a)) return 1;
   /* The driver's own entry points, through libc's dlsym called directly
    * (vx hooks the dlsym a program links against, not libc's inside libc). */
   void *h = dlopen("libcuda.so.1", RTLD_NOW), *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
@@ -172,15 +174,13 @@ static int bench_child(int iters) {
   }
   int nb = iters / BATCH_LAUNCH / 2 > 0 ? iters / BATCH_LAUNCH / 2 : 1;
   double *ta = calloc((size_t)nb, sizeof *ta), *tb = calloc((size_t)nb, sizeof *tb), out[4];
-  if (!ta || !tb)
-    return 1;
+  if (!ta || !tb) return 1;
   for (int b = 0; b < nb; b++) {
     ta[b] = time_launches(a.launch, fn, params);
     BENCH_CHECK(a.sync()); /* outside the timing: keeps the queue short */
     tb[b] = time_launches(real_launch, fn, params);
     BENCH_CHECK(a.sync());
-    if (ta[b] < 0 || tb[b] < 0)
-      return 1;
+    if (ta[b] < 0 || tb[b] < 0) return 1;
   }
   out[0] = median(ta, nb);
   out[1] = median(tb, nb);
@@ -188,8 +188,7 @@ static int bench_child(int iters) {
   for (int b = 0; b < na; b++) {
     ta[b] = time_allocs(a.alloc, a.free);
     tb[b] = time_allocs(real_alloc, real_free);
-    if (ta[b] < 0 || tb[b] < 0)
-      return 1;
+    if (ta[b] < 0 || tb[b] < 0) return 1;
   }
   out[2] = median(ta, na);
   out[3] = median(tb, na);
@@ -206,12 +205,10 @@ static int bench_child(int iters) {
 /* Directory of this executable (where libvx.so is built and installed). */
 static int self_dir(char *buf, size_t len) {
   ssize_t n = readlink("/proc/self/exe", buf, len - 1);
-  if (n <= 0)
-    return -1;
+  if (n <= 0) return -1;
   buf[n] = 0;
   char *slash = strrchr(buf, '/');
-  if (!slash)
-    return -1;
+  if (!slash) return -1;
   *slash = 0;
   return 0;
 }
@@ -221,8 +218,7 @@ static int has_libcuda(const char *path_list) {
   snprintf(dirs, sizeof dirs, "%s", path_list ? path_list : "");
   for (char *save, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
     snprintf(file, sizeof file, "%s/libcuda.so.1", d);
-    if (access(file, R_OK) == 0)
-      return 1;
+    if (access(file, R_OK) == 0) return 1;
   }
   return 0;
 }
@@ -231,11 +227,9 @@ static int has_libcuda(const char *path_list) {
  * unset) and reads "launch alloc" from it.  Returns 0 or -1. */
 static int run_child(const char *exe, int iters, const char *preload, double out[4]) {
   int fds[2];
-  if (pipe(fds))
-    return -1;
+  if (pipe(fds)) return -1;
   pid_t pid = fork();
-  if (pid < 0)
-    return -1;
+  if (pid < 0) return -1;
   if (pid == 0) {
     char n[32];
     snprintf(n, sizeof n, "%d", iters);
@@ -255,8 +249,7 @@ static int run_child(const char *exe, int iters, const char *preload, double out
   FILE *f = fdopen(fds[0], "r");
   int got = f && fgets(buf, sizeof buf, f) &&
             sscanf(buf, "%lf %lf %lf %lf", &out[0], &out[1], &out[2], &out[3]) == 4;
-  if (f)
-    fclose(f);
+  if (f) fclose(f);
   int status;
   waitpid(pid, &status, 0);
   return got && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
@@ -274,11 +267,9 @@ int vx_bench_hooks(int argc, char **argv) {
       return 2;
     }
   }
-  if (child)
-    return bench_child(iters);
+  if (child) return bench_child(iters);
   char dir[PATH_MAX], exe[PATH_MAX + 8], lib[PATH_MAX + 16], sim[PATH_MAX + 32];
-  if (self_dir(dir, sizeof dir))
-    return 1;
+  if (self_dir(dir, sizeof dir)) return 1;
   snprintf(exe, sizeof exe, "%s/vx", dir);
   snprintf(lib, sizeof lib, "%s/libvx.so", dir);
   if (access(lib, R_OK)) {
@@ -314,7 +305,7 @@ int vx_bench_hooks(int argc, char **argv) {
          "\"launch_ns_plain\":%.1f,\"launch_ns_vx\":%.1f,"
          "\"alloc_free_ns_plain\":%.1f,\"alloc_free_ns_vx\":%.1f,"
          "\"iters\":%d,\"rounds\":%d,\"pointer_args\":%d}\n",
-         median(add_l, ROUNDS), median(add_a, ROUNDS), median(plain_l, ROUNDS), median(vx_l, ROUNDS),
-         median(plain_a, ROUNDS), median(vx_a, ROUNDS), iters, ROUNDS, NARGS);
+         median(add_l, ROUNDS), median(add_a, ROUNDS), median(plain_l, ROUNDS),
+         median(vx_l, ROUNDS), median(plain_a, ROUNDS), median(vx_a, ROUNDS), iters, ROUNDS, NARGS);
   return 0;
 }

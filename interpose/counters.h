@@ -1,0 +1,42 @@
+/* vx's counters (counters.def) as a struct of uint64_t, and the printers
+ * (text or JSON through an (out, arg) callback) that the exit report and
+ * `vx stat` share.  Pure: no state, no driver. */
+#ifndef VX_INTERPOSE_COUNTERS_H
+#define VX_INTERPOSE_COUNTERS_H
+
+#include <stdint.h>
+
+enum vx_counter_id {
+#define VX_COUNTER(name, kind, help) VX_CTR_##name,
+#include "counters.def"
+#undef VX_COUNTER
+  VX_CTR_COUNT
+};
+
+enum { VX_CTR_KIND_SUM, VX_CTR_KIND_CUR, VX_CTR_KIND_PEAK };
+
+/* One device's counters: by name (c.native_bytes) or by id (c.v[VX_CTR_x]). */
+typedef union vx_counters {
+  struct {
+#define VX_COUNTER(name, kind, help) uint64_t name;
+#include "counters.def"
+#undef VX_COUNTER
+  };
+  uint64_t v[VX_CTR_COUNT];
+} vx_counters_t;
+
+const char *vx_counter_name(int id);
+const char *vx_counter_help(int id);
+int vx_counter_kind(int id);
+/* Id of the PEAK counter tracking CUR counter `id` (stem + "_peak"), or -1. */
+int vx_counter_peak_of(int id);
+
+typedef void (*vx_out_fn)(void *arg, const char *text);
+
+/* One device's counters: JSON members `"name":value,...` (no braces), or
+ * text lines "  name  value\n" (zero SUM counters skipped unless all=1). */
+void vx_counters_print_one(const vx_counters_t *c, int json, int all, vx_out_fn out, void *arg);
+/* Every device: JSON `[{"device":0,...},...]` or text blocks "device N:". */
+void vx_counters_print(const vx_counters_t *per_dev, int ndev, int json, vx_out_fn out, void *arg);
+
+#endif

@@ -1,0 +1,124 @@
+/* Start-up: options, the real driver, fork handlers; any failure turns vx
+ * into a pure pass-through and says why once. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "budget.h"
+#include "place.h"
+#include "registry.h"
+#include "vx.h"
+#if __has_include("stats_shm.h")
+#include "stats_shm.h"
+#define VX_HAVE_STATS_SHM 1
+#endif
+
+int vx_state;
+vx_options_t vx_opt;
+__thread int vx_tls_dev __attribute__((tls_model("initial-exec")));
+__thread int vx_tls_busy __attribute__((tls_model("initial-exec")));
+
+static pthread_once_t vx_once = PTHREAD_ONCE_INIT;
+
+static const char *vx_getenv(const char *name) {
+  return getenv(name);
+}
+
+/* Every vx lock is taken before fork() (so no other thread is half-way
+ * through an update) and re-created in the child, whose only thread has a
+ * new id; what the locks guard stays valid there. */
+static void atfork_prepare(void) {
+  budget_atfork_prepare();
+  vmm_atfork_prepare();
+  place_atfork_prepare();
+  reg_atfork_prepare();
+}
+static void atfork_parent(void) {
+  reg_atfork_parent();
+  place_atfork_parent();
+  vmm_atfork_parent();
+  budget_atfork_parent();
+}
+static void atfork_child(void) {
+  reg_atfork_child();
+  place_atfork_child();
+  vmm_atfork_child();
+  budget_atfork_child();
+}
+
+/* Returns the new state: 1 active, 2 pass-through. */
+static int start_locked(void) {
+  char err[512];
+  if (vx_options_load(&vx_opt, vx_getenv, err, sizeof err)) {
+    if (vx_opt.STRICT) {
+      vx_log(VX_LOG_ERROR, "%s; VX_STRICT=1, so the program stops here", err);
+      _exit(1); /* the one exit in vx: the user asked for it with VX_STRICT=1 */
+    }
+    vx_log(VX_LOG_ERROR, "%s; vx is disabled (everything passes through)", err);
+    vx_real_init();
+    return 2;
+  }
+  vx_log_set_level(vx_opt.LOG);
+  int rc = vx_real_init();
+  if (vx_opt.DISABLE) {
+    vx_log(VX_LOG_INFO, "VX_DISABLE=1: everything passes through");
+    return 2;
+  }
+  if (rc) {
+    if (vx_opt.STRICT) {
+      vx_log(VX_LOG_ERROR, "cannot load libcuda.so.1; VX_STRICT=1, so the program stops here");
+      _exit(1);
+    }
+    vx_log(VX_LOG_ERROR, "cannot load libcuda.so.1; vx is disabled (everything passes through)");
+    return 2;
+  }
+  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+#ifdef VX_HAVE_STATS_SHM
+  if (vx_opt.STATS) vx_stats_shm_publish(vx_ctr, VX_MAX_DEVICES);
+#endif
+  vx_log(VX_LOG_INFO, "active (policy %d, report memory %d)", vx_opt.POLICY, vx_opt.REPORT_MEMORY);
+  return 1;
+}
+
+static void start_once(void) {
+  vx_tls_busy++;
+  int s = start_locked();
+  vx_tls_busy--;
+  __atomic_store_n(&vx_state, s, __ATOMIC_RELEASE);
+}
+
+int vx_start(void) {
+  if (vx_tls_busy) /* reached from inside start-up on this thread */
+    return 0;
+  pthread_once(&vx_once, start_once);
+  return __atomic_load_n(&vx_state, __ATOMIC_ACQUIRE) == 1;
+}
+
+void vx_stats_limits_changed(void) {
+#ifdef VX_HAVE_STATS_SHM
+  static uint64_t limits[VX_MAX_DEVICES][VX_LIMIT_COUNT];
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  if (!vx_opt.STATS) return;
+  pthread_mutex_lock(&lock);
+  for (int d = 0; d < VX_MAX_DEVICES; d++) {
+    limits[d][VX_LIMIT_DEVICE] = budget_limit(d);
+    limits[d][VX_LIMIT_HOST] = vx_size_resolve(&vx_opt.HOST_LIMIT, 0);
+    limits[d][VX_LIMIT_NVME] = vx_opt.NVME_DIR.s[0] ? vx_size_resolve(&vx_opt.NVME_LIMIT, 0) : 0;
+  }
+  vx_stats_shm_set_limits(&limits[0][0]);
+  pthread_mutex_unlock(&lock);
+#endif
+}
+
+int vx_current_device(int *dev) {
+  CUdevice d;
+  if (VX_CALL(cuCtxGetDevice, &d) != CUDA_SUCCESS) return -19; /* -ENODEV */
+  vx_tls_dev = d;
+  *dev = d;
+  return 0;
+}
+
+__attribute__((destructor)) static void vx_fini(void) {
+  if (__atomic_load_n(&vx_state, __ATOMIC_ACQUIRE) == 1) vx_report_write();
+}

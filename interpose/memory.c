@@ -1,0 +1,137 @@
+/* Device-memory hooks: allocations placed by tiers/place.c (native while
+ * they fit, managed beyond), frees routed by what the pointer is. */
+#include "place.h"
+#include "vx.h"
+
+// ---- the application's own calls, as place_alloc makes them ----
+
+static CUresult native_alloc(CUdeviceptr *dptr, void *ctx) {
+  return VX_CALL(cuMemAlloc_v2, dptr, *(size_t *)ctx);
+}
+
+struct async_req {
+  size_t size;
+  CUmemoryPool pool;
+  CUstream stream;
+  int ptsz;
+};
+
+static CUresult native_alloc_async(CUdeviceptr *dptr, void *ctx) {
+  struct async_req *q = ctx;
+  if (q->pool)
+    return q->ptsz ? VX_CALL(cuMemAllocFromPoolAsync_ptsz, dptr, q->size, q->pool, q->stream)
+                   : VX_CALL(cuMemAllocFromPoolAsync, dptr, q->size, q->pool, q->stream);
+  return q->ptsz ? VX_CALL(cuMemAllocAsync_ptsz, dptr, q->size, q->stream)
+                 : VX_CALL(cuMemAllocAsync, dptr, q->size, q->stream);
+}
+
+struct pitch_req {
+  size_t *pitch, width, height;
+  unsigned elem;
+};
+
+static CUresult native_alloc_pitch(CUdeviceptr *dptr, void *ctx) {
+  struct pitch_req *q = ctx;
+  return VX_CALL(cuMemAllocPitch_v2, dptr, q->pitch, q->width, q->height, q->elem);
+}
+
+// ---- hooks ----
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+  VX_ENTER(on);
+  if (!on) return VX_CALL(cuMemAlloc_v2, dptr, bytesize);
+  return place_alloc(dptr, bytesize, native_alloc, &bytesize);
+}
+
+/* Pitch the driver would pick for a managed fallback: rows aligned to 512
+ * bytes (the texture pitch alignment of current GPUs). */
+enum { VX_PITCH_ALIGN = 512 };
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                            unsigned int ElementSizeBytes) {
+  VX_ENTER(on);
+  int valid = pPitch && WidthInBytes && Height &&
+              (ElementSizeBytes == 4 || ElementSizeBytes == 8 || ElementSizeBytes == 16);
+  if (!on || !valid)
+    return VX_CALL(cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+  size_t pitch = (WidthInBytes + VX_PITCH_ALIGN - 1) / VX_PITCH_ALIGN * VX_PITCH_ALIGN;
+  if (Height > SIZE_MAX / pitch)
+    return VX_CALL(cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+  size_t native_pitch = 0;
+  struct pitch_req q = {&native_pitch, WidthInBytes, Height, ElementSizeBytes};
+  CUresult r = place_alloc(dptr, pitch * Height, native_alloc_pitch, &q);
+  if (r == CUDA_SUCCESS) *pPitch = native_pitch ? native_pitch : pitch;
+  return r;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  VX_ENTER(on);
+  if (!on) return VX_CALL(cuMemFree_v2, dptr);
+  return place_free(dptr);
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+  VX_ENTER(on);
+  if (!on) return VX_CALL(cuMemAllocManaged, dptr, bytesize, flags);
+  return place_alloc_app_managed(dptr, bytesize, flags);
+}
+
+static CUresult alloc_async(CUdeviceptr *dptr, struct async_req *q) {
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUstream s = q->ptsz && !q->stream ? CU_STREAM_PER_THREAD : q->stream;
+  /* Inside a capture the allocation is a graph node, not memory: pass it. */
+  if (VX_CALL(cuStreamIsCapturing, s, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE)
+    return native_alloc_async(dptr, q);
+  return place_alloc(dptr, q->size, native_alloc_async, q);
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+  VX_ENTER(on);
+  if (!on) return VX_CALL(cuMemAllocAsync, dptr, bytesize, hStream);
+  return alloc_async(dptr, &(struct async_req){bytesize, NULL, hStream, 0});
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+  VX_ENTER(on);
+  if (!on) return VX_CALL(cuMemAllocAsync_ptsz, dptr, bytesize, hStream);
+  return alloc_async(dptr, &(struct async_req){bytesize, NULL, hStream, 1});
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                 CUstream hStream) {
+  VX_ENTER(on);
+  if (!on || !pool) return VX_CALL(cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream);
+  return alloc_async(dptr, &(struct async_req){bytesize, pool, hStream, 0});
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream hStream) {
+  VX_ENTER(on);
+  if (!on || !pool) return VX_CALL(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream);
+  return alloc_async(dptr, &(struct async_req){bytesize, pool, hStream, 1});
+}
+
+static CUresult real_free_async(CUdeviceptr p, CUstream s) {
+  return VX_CALL(cuMemFreeAsync, p, s);
+}
+static CUresult real_free_async_ptsz(CUdeviceptr p, CUstream s) {
+  return VX_CALL(cuMemFreeAsync_ptsz, p, s);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  VX_ENTER(on);
+  if (!on) return VX_CALL(cuMemFreeAsync, dptr, hStream);
+  return place_free_async(dptr, hStream, 0, real_free_async);
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
+  VX_ENTER(on);
+  if (!on) return VX_CALL(cuMemFreeAsync_ptsz, dptr, hStream);
+  return place_free_async(dptr, hStream, 1, real_free_async_ptsz);
+}
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {
+  VX_ENTER(on);
+  (void)on; /* managed and native memory alike: the driver knows them */
+  return VX_CALL(cuMemGetAddressRange_v2, pbase, psize, dptr);
+}

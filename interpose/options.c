@@ -1,0 +1,358 @@
+/* VX_* options: the table from options.def, pure parsers for each type,
+ * loading from an environment, and text forms for `vx env`. */
+#include "options.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum opt_type { OT_BOOL, OT_SIZE, OT_SIZES, OT_PERCENT, OT_INT, OT_STRING, OT_ENUM };
+
+struct opt_row {
+  vx_option_info_t info;
+  enum opt_type type;
+  size_t offset;
+};
+
+static const struct opt_row opt_table[] = {
+#define VX_OPTION(name, type, def, help)                                                           \
+  {{"VX_" #name, #type, def, help}, OT_##type, offsetof(vx_options_t, name)},
+#include "options.def"
+#undef VX_OPTION
+};
+
+// ---- parsers ----
+
+int vx_parse_bool(const char *s, int *out) {
+  static const char *const yes[] = {"1", "yes", "true", "on"};
+  static const char *const no[] = {"0", "no", "false", "off"};
+  for (size_t i = 0; i < 4; i++) {
+    if (!strcasecmp(s, yes[i])) {
+      *out = 1;
+      return 0;
+    }
+    if (!strcasecmp(s, no[i])) {
+      *out = 0;
+      return 0;
+    }
+  }
+  return -EINVAL;
+}
+
+/* A plain decimal number (digits, optional fraction), no sign, no spaces. */
+static int parse_decimal(const char *s, double *val, const char **end) {
+  const char *p = s;
+  while (isdigit((unsigned char)*p))
+    p++;
+  if (*p == '.') {
+    p++;
+    while (isdigit((unsigned char)*p))
+      p++;
+  }
+  if (p == s || (p == s + 1 && *s == '.')) return -EINVAL;
+  *val = strtod(s, NULL);
+  *end = p;
+  return 0;
+}
+
+static int unit_shift(const char **p) {
+  static const char units[] = "KMGT";
+  const char *u = strchr(units, toupper((unsigned char)**p));
+  if (!**p || !u) return 0;
+  (*p)++;
+  if ((**p == 'i' || **p == 'I') && (p[0][1] == 'B' || p[0][1] == 'b'))
+    *p += 2;
+  else if (**p == 'B' || **p == 'b')
+    (*p)++;
+  return 10 * (int)(u - units + 1);
+}
+
+int vx_parse_size(const char *s, vx_size_t *out) {
+  double v;
+  const char *p;
+  if (parse_decimal(s, &v, &p)) return -EINVAL;
+  if (*p == '%') {
+    if (p[1] || v <= 0 || v > 100) return -EINVAL;
+    *out = (vx_size_t){.bytes = 0, .pct = v, .set = 1};
+    return 0;
+  }
+  int shift = unit_shift(&p);
+  if (*p == 'B' || *p == 'b') p++;
+  if (*p) return -EINVAL;
+  double bytes = ldexp(v, shift);
+  if (bytes >= 18446744073709551616.0 || bytes != floor(bytes)) return -EINVAL;
+  *out = (vx_size_t){.bytes = (uint64_t)bytes, .pct = 0, .set = 1};
+  return 0;
+}
+
+int vx_parse_sizes(const char *s, vx_sizes_t *out) {
+  vx_sizes_t r = {0};
+  char item[64];
+  const char *p = s;
+  for (;;) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    if (len == 0 || len >= sizeof item || r.n == VX_MAX_DEVICES) return -EINVAL;
+    memcpy(item, p, len);
+    item[len] = 0;
+    if (vx_parse_size(item, &r.v[r.n])) return -EINVAL;
+    r.n++;
+    if (!comma) break;
+    p = comma + 1;
+  }
+  *out = r;
+  return 0;
+}
+
+int vx_parse_int(const char *s, long *out) {
+  if (!isdigit((unsigned char)*s)) return -EINVAL;
+  errno = 0;
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (errno || *end) return -EINVAL;
+  *out = v;
+  return 0;
+}
+
+int vx_parse_percent(const char *s, int *out) {
+  char buf[16];
+  size_t len = strlen(s);
+  if (len == 0 || len >= sizeof buf) return -EINVAL;
+  memcpy(buf, s, len + 1);
+  if (buf[len - 1] == '%') buf[len - 1] = 0;
+  long v;
+  if (vx_parse_int(buf, &v) || v > 100) return -EINVAL;
+  *out = (int)v;
+  return 0;
+}
+
+/* The choices of an ENUM: the first word of the help text holding a '|'. */
+static int enum_choices(const char *help, const char **start, size_t *len) {
+  for (const char *p = help; *p;) {
+    while (*p && !isalnum((unsigned char)*p))
+      p++;
+    const char *w = p;
+    int bars = 0;
+    while (isalnum((unsigned char)*p) || *p == '|' || *p == '_' || *p == '-')
+      bars += *p++ == '|';
+    if (bars) {
+      *start = w;
+      *len = (size_t)(p - w);
+      return 0;
+    }
+  }
+  return -EINVAL;
+}
+
+int vx_parse_enum(const char *s, const char *help, int *out) {
+  const char *c;
+  size_t len, want = strlen(s);
+  if (enum_choices(help, &c, &len) || want == 0) return -EINVAL;
+  const char *end = c + len;
+  for (int i = 0; c < end; i++) {
+    const char *bar = memchr(c, '|', (size_t)(end - c));
+    size_t n = bar ? (size_t)(bar - c) : (size_t)(end - c);
+    if (n == want && !strncasecmp(c, s, n)) {
+      *out = i;
+      return 0;
+    }
+    c += n + 1;
+  }
+  return -EINVAL;
+}
+
+uint64_t vx_size_resolve(const vx_size_t *s, uint64_t physical) {
+  if (!s || !s->set) return 0;
+  if (s->pct > 0) return (uint64_t)((double)physical * s->pct / 100.0);
+  return s->bytes;
+}
+
+const vx_size_t *vx_sizes_for(const vx_sizes_t *s, int dev) {
+  if (s->n == 1) return &s->v[0];
+  if (dev >= 0 && dev < s->n) return &s->v[dev];
+  return NULL;
+}
+
+// ---- the table ----
+
+int vx_option_count(void) {
+  return VX_OPTION_COUNT;
+}
+
+const vx_option_info_t *vx_option_info(int i) {
+  return i >= 0 && i < VX_OPTION_COUNT ? &opt_table[i].info : NULL;
+}
+
+int vx_option_find(const char *name) {
+  if (!strncmp(name, "VX_", 3)) name += 3;
+  for (int i = 0; i < VX_OPTION_COUNT; i++)
+    if (!strcmp(opt_table[i].info.name + 3, name)) return i;
+  return -1;
+}
+
+const char *vx_option_form(int i) {
+  static __thread char buf[160];
+  if (i < 0 || i >= VX_OPTION_COUNT) return "";
+  switch (opt_table[i].type) {
+  case OT_BOOL:
+    return "0/1, yes/no, true/false or on/off";
+  case OT_SIZE:
+    return "a size such as 512M, 8G, 1.5T or 50% (of physical VRAM)";
+  case OT_SIZES:
+    return "a size such as 8G or 50%, or a comma list of sizes, one per device";
+  case OT_PERCENT:
+    return "a whole percentage from 0 to 100";
+  case OT_INT:
+    return "a non-negative whole number";
+  case OT_STRING:
+    return "at most 4095 characters";
+  case OT_ENUM: {
+    const char *c;
+    size_t len;
+    if (enum_choices(opt_table[i].info.help, &c, &len)) return "one of the documented choices";
+    snprintf(buf, sizeof buf, "one of %.*s", (int)len, c);
+    return buf;
+  }
+  }
+  return "";
+}
+
+static int opt_parse(const struct opt_row *r, void *field, const char *v) {
+  switch (r->type) {
+  case OT_BOOL:
+    return vx_parse_bool(v, field);
+  case OT_SIZE:
+    if (!*v) {
+      *(vx_size_t *)field = (vx_size_t){0};
+      return 0;
+    }
+    return vx_parse_size(v, field);
+  case OT_SIZES:
+    if (!*v) {
+      *(vx_sizes_t *)field = (vx_sizes_t){0};
+      return 0;
+    }
+    return vx_parse_sizes(v, field);
+  case OT_PERCENT:
+    return vx_parse_percent(v, field);
+  case OT_INT:
+    return vx_parse_int(v, field);
+  case OT_ENUM:
+    return vx_parse_enum(v, r->info.help, field);
+  case OT_STRING:
+    if (strlen(v) >= VX_OPT_STRING_MAX) return -EINVAL;
+    strcpy(((vx_optstr_t *)field)->s, v);
+    return 0;
+  }
+  return -EINVAL;
+}
+
+int vx_option_set(vx_options_t *o, int i, const char *value, char *err, size_t errlen) {
+  if (i < 0 || i >= VX_OPTION_COUNT) return -EINVAL;
+  const struct opt_row *r = &opt_table[i];
+  if (opt_parse(r, (char *)o + r->offset, value) == 0) return 0;
+  if (err && errlen)
+    snprintf(err, errlen, "%s='%.200s' is not valid: expected %s", r->info.name, value,
+             vx_option_form(i));
+  return -EINVAL;
+}
+
+void vx_options_defaults(vx_options_t *o) {
+  memset(o, 0, sizeof *o);
+  for (int i = 0; i < VX_OPTION_COUNT; i++)
+    vx_option_set(o, i, opt_table[i].info.def, NULL, 0); /* defaults are tested to parse */
+}
+
+int vx_options_load(vx_options_t *o, const char *(*getenv_fn)(const char *), char *err,
+                    size_t errlen) {
+  int rc = 0;
+  vx_options_defaults(o);
+  for (int i = 0; i < VX_OPTION_COUNT; i++) {
+    const char *v = getenv_fn(opt_table[i].info.name);
+    if (!v || !*v) continue;
+    if (vx_option_set(o, i, v, rc ? NULL : err, errlen)) rc = -EINVAL;
+  }
+  return rc;
+}
+
+// ---- text forms ----
+
+static void format_size(const vx_size_t *s, char *buf, size_t len) {
+  static const char units[] = " KMGT";
+  if (!s->set) {
+    snprintf(buf, len, "%s", "");
+    return;
+  }
+  if (s->pct > 0) {
+    snprintf(buf, len, "%g%%", s->pct);
+    return;
+  }
+  uint64_t v = s->bytes;
+  int u = 0;
+  while (u < 4 && v >= 1024 && v % 1024 == 0) {
+    v /= 1024;
+    u++;
+  }
+  if (u)
+    snprintf(buf, len, "%llu%c", (unsigned long long)v, units[u]);
+  else
+    snprintf(buf, len, "%llu", (unsigned long long)v);
+}
+
+static void format_enum(const char *help, int idx, char *buf, size_t len) {
+  const char *c;
+  size_t n;
+  snprintf(buf, len, "%d", idx);
+  if (enum_choices(help, &c, &n)) return;
+  const char *end = c + n;
+  for (int i = 0; c < end; i++) {
+    const char *bar = memchr(c, '|', (size_t)(end - c));
+    size_t w = bar ? (size_t)(bar - c) : (size_t)(end - c);
+    if (i == idx) {
+      snprintf(buf, len, "%.*s", (int)w, c);
+      return;
+    }
+    c += w + 1;
+  }
+}
+
+int vx_option_format(const vx_options_t *o, int i, char *buf, size_t len) {
+  if (i < 0 || i >= VX_OPTION_COUNT || !len) return -EINVAL;
+  const struct opt_row *r = &opt_table[i];
+  const void *f = (const char *)o + r->offset;
+  buf[0] = 0;
+  switch (r->type) {
+  case OT_BOOL:
+  case OT_PERCENT:
+    snprintf(buf, len, "%d", *(const int *)f);
+    break;
+  case OT_INT:
+    snprintf(buf, len, "%ld", *(const long *)f);
+    break;
+  case OT_STRING:
+    snprintf(buf, len, "%s", ((const vx_optstr_t *)f)->s);
+    break;
+  case OT_ENUM:
+    format_enum(r->info.help, *(const int *)f, buf, len);
+    break;
+  case OT_SIZE:
+    format_size(f, buf, len);
+    break;
+  case OT_SIZES: {
+    const vx_sizes_t *s = f;
+    size_t used = 0;
+    for (int k = 0; k < s->n && used + 1 < len; k++) {
+      if (k) buf[used++] = ',', buf[used] = 0;
+      format_size(&s->v[k], buf + used, len - used);
+      used += strlen(buf + used);
+    }
+    break;
+  }
+  }
+  return 0;
+}

@@ -1,0 +1,99 @@
+/* VX_* options: the struct generated from options.def, the pure value
+ * parsers, loading from an environment, and iteration for `vx env`. */
+#ifndef VX_INTERPOSE_OPTIONS_H
+#define VX_INTERPOSE_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define VX_MAX_DEVICES 16
+#define VX_OPT_STRING_MAX 4096
+
+/* A size: bytes, or a percentage of the device's physical memory (pct > 0).
+ * set = 0 means the option was empty (its meaning is in the help text). */
+typedef struct {
+  uint64_t bytes;
+  double pct;
+  int set;
+} vx_size_t;
+typedef struct {
+  int n; /* entries given; 0 = empty */
+  vx_size_t v[VX_MAX_DEVICES];
+} vx_sizes_t;
+typedef struct {
+  char s[VX_OPT_STRING_MAX];
+} vx_optstr_t;
+
+#define VX_OPTF_BOOL int
+#define VX_OPTF_SIZE vx_size_t
+#define VX_OPTF_SIZES vx_sizes_t
+#define VX_OPTF_PERCENT int
+#define VX_OPTF_INT long
+#define VX_OPTF_STRING vx_optstr_t
+#define VX_OPTF_ENUM int /* index into the choices listed in the help text */
+
+typedef struct vx_options {
+#define VX_OPTION(name, type, def, help) VX_OPTF_##type name;
+#include "options.def"
+#undef VX_OPTION
+} vx_options_t;
+
+enum vx_option_id {
+#define VX_OPTION(name, type, def, help) VX_OPT_##name,
+#include "options.def"
+#undef VX_OPTION
+  VX_OPTION_COUNT
+};
+
+/* ENUM values, in the order their choices appear in options.def. */
+enum { VX_REPORT_MEMORY_PHYSICAL, VX_REPORT_MEMORY_LIMIT, VX_REPORT_MEMORY_EXTENDED };
+enum { VX_POLICY_PREDICT, VX_POLICY_DEMAND, VX_POLICY_STATIC };
+
+/* ---- pure parsers: 0, or -EINVAL (out untouched) ---- */
+int vx_parse_bool(const char *s, int *out);
+/* "123", "4K", "1.5g", "8GiB", "2TB" (units of 1024), or "50%" / "12.5%". */
+int vx_parse_size(const char *s, vx_size_t *out);
+/* One size, or a comma list of at most VX_MAX_DEVICES sizes. */
+int vx_parse_sizes(const char *s, vx_sizes_t *out);
+/* A whole number 0..100, optionally followed by '%'. */
+int vx_parse_percent(const char *s, int *out);
+/* A non-negative whole number that fits a long. */
+int vx_parse_int(const char *s, long *out);
+/* Index of s among the '|'-separated choices found in `help`. */
+int vx_parse_enum(const char *s, const char *help, int *out);
+/* Bytes a size stands for on a device with `physical` bytes (0 if unset). */
+uint64_t vx_size_resolve(const vx_size_t *s, uint64_t physical);
+/* The size for device `dev` from a per-device list: its own entry, or the
+ * only entry when one value was given; NULL when none applies. */
+const vx_size_t *vx_sizes_for(const vx_sizes_t *s, int dev);
+
+/* ---- loading ---- */
+/* Fills every option with its default. */
+void vx_options_defaults(vx_options_t *o);
+/* Defaults, then each VX_<NAME> that getenv_fn returns non-empty.  Returns
+ * 0, or -EINVAL with err = "VX_NAME='value' is not valid: expected <form>"
+ * for the first bad value (the other options are still parsed). */
+int vx_options_load(vx_options_t *o, const char *(*getenv_fn)(const char *), char *err,
+                    size_t errlen);
+/* Parses one value into option i.  Same return and err as above. */
+int vx_option_set(vx_options_t *o, int i, const char *value, char *err, size_t errlen);
+
+/* ---- iteration (for `vx env` and the README table) ---- */
+typedef struct {
+  const char *name; /* "VX_DISABLE" */
+  const char *type; /* "BOOL", "SIZE", ... */
+  const char *def;
+  const char *help;
+} vx_option_info_t;
+int vx_option_count(void);
+/* NULL when i is out of range. */
+const vx_option_info_t *vx_option_info(int i);
+/* Index of "VX_NAME" or "NAME", or -1. */
+int vx_option_find(const char *name);
+/* Option i's value in o as text (the form it can be parsed back from).
+ * Returns 0, or -EINVAL for a bad index. */
+int vx_option_format(const vx_options_t *o, int i, char *buf, size_t len);
+/* The accepted form of option i, as the error line states it. */
+const char *vx_option_form(int i);
+
+#endif

@@ -1,0 +1,266 @@
+/* vx_fail: a driver failure injected (SIMCUDA_FAIL) into each hooked entry
+ * point reaches the application exactly as it would without vx, and
+ * nothing crashes; an injected OOM on cuMemAlloc_v2 becomes a managed
+ * fallback under vx. */
+#include <dlfcn.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "vxt.h"
+
+#define MB (1ULL << 20)
+#define INJECTED 999 /* CUDA_ERROR_UNKNOWN: no fallback applies to it */
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
+CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void **, void **);
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *, CUfunction, void **, void **);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                                        unsigned, unsigned, unsigned, CUstream, void **);
+CUresult cuGraphLaunch_ptsz(CUgraphExec, CUstream);
+
+static const char *const hooks[] = {
+#define VX_HOOK(fam, name, base, ret, params) #name,
+#define VX_REAL(fam, name, ret, params)
+#include "hooks.def"
+#undef VX_HOOK
+#undef VX_REAL
+};
+
+static CUfunction k_fill, k_add, k_nop;
+static CUdeviceptr nop_args[8];
+static void *nop_params[8];
+
+static void setup(void) {
+  vxt_api_t a;
+  vxt_api_load(&a, "linked", 0);
+  vxt_ctx(&a, 0);
+  vxt_module(&a, &k_fill, &k_add, &k_nop);
+  for (int i = 0; i < 8; i++)
+    nop_params[i] = &nop_args[i];
+}
+
+/* Entry points the simulator may lack, found the way an application would
+ * (dlsym on libcuda.so.1, which hands out vx's hook under vx). */
+static void *entry(const char *name) {
+  static void *h;
+  if (!h) h = dlopen("libcuda.so.1", RTLD_NOW);
+  return h ? dlsym(h, name) : NULL;
+}
+
+typedef CUresult (*gran_fn)(size_t *, const CUmemAllocationProp *,
+                            CUmemAllocationGranularity_flags);
+typedef CUresult (*create_fn)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                              unsigned long long);
+typedef CUresult (*release_fn)(CUmemGenericAllocationHandle);
+typedef CUresult (*reserve_fn)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+typedef CUresult (*map_fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                           unsigned long long);
+typedef CUresult (*unmap_fn)(CUdeviceptr, size_t);
+typedef CUresult (*vafree_fn)(CUdeviceptr, size_t);
+
+static CUresult vmm(const char *probe) {
+  gran_fn gran_get = (gran_fn)entry("cuMemGetAllocationGranularity");
+  create_fn create = (create_fn)entry("cuMemCreate");
+  release_fn release = (release_fn)entry("cuMemRelease");
+  reserve_fn reserve = (reserve_fn)entry("cuMemAddressReserve");
+  map_fn map = (map_fn)entry("cuMemMap");
+  unmap_fn unmap = (unmap_fn)entry("cuMemUnmap");
+  vafree_fn vafree = (vafree_fn)entry("cuMemAddressFree");
+  if (!create || !release || !reserve || !map || !unmap || !vafree) return (CUresult)-77;
+  CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                              .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+  size_t gran = 2 * MB;
+  if (gran_get) gran_get(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  CUmemGenericAllocationHandle h;
+  CUresult r = create(&h, gran, &prop, 0);
+  if (!strcmp(probe, "cuMemCreate") || r != CUDA_SUCCESS) {
+    if (r == CUDA_SUCCESS) release(h);
+    return r;
+  }
+  if (!strcmp(probe, "cuMemRelease")) return release(h);
+  CUdeviceptr va;
+  VXT_CU(reserve(&va, gran, 0, 0, 0));
+  r = map(va, gran, 0, h, 0);
+  if (!strcmp(probe, "cuMemMap")) {
+    if (r == CUDA_SUCCESS) unmap(va, gran);
+  } else {
+    VXT_CU(r);
+    r = unmap(va, gran);
+  }
+  vafree(va, gran);
+  release(h);
+  return r;
+}
+
+static CUresult graph_launch(int ptsz) {
+  CUstream s;
+  CUgraph g;
+  CUgraphExec e;
+  VXT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  VXT_CU(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  VXT_CU(cuLaunchKernel(k_nop, 1, 1, 1, 32, 1, 1, 0, s, nop_params, NULL));
+  VXT_CU(cuStreamEndCapture(s, &g));
+  VXT_CU(cuGraphInstantiateWithFlags(&e, g, 0));
+  CUresult r = ptsz ? cuGraphLaunch_ptsz(e, s) : cuGraphLaunch(e, s);
+  VXT_CU(cuStreamSynchronize(s));
+  return r;
+}
+
+typedef struct {
+  unsigned long long total, free, used;
+} nvml_mem_t;
+
+static CUresult nvml(int v2) {
+  void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  if (!nv) return (CUresult)-77;
+  int (*init)(void) = (int (*)(void))dlsym(nv, "nvmlInit_v2");
+  int (*handle)(unsigned, void **) =
+      (int (*)(unsigned, void **))dlsym(nv, "nvmlDeviceGetHandleByIndex_v2");
+  int (*mem)(void *, void *) = (int (*)(void *, void *))dlsym(nv, v2 ? "nvmlDeviceGetMemoryInfo_v2"
+                                                                     : "nvmlDeviceGetMemoryInfo");
+  void *h;
+  unsigned long long buf[5] = {(unsigned)40 | (2u << 24)};
+  VXT_ASSERT(init && handle && mem && init() == 0 && handle(0, &h) == 0);
+  return (CUresult)mem(h, buf);
+}
+
+static CUresult probe(const char *e) {
+  CUdeviceptr p = 0;
+  size_t x, y;
+  void *hp;
+  CUstream s = NULL;
+  if (!strcmp(e, "cuDeviceTotalMem_v2")) return cuDeviceTotalMem_v2(&x, 0);
+  if (!strcmp(e, "cuMemGetInfo_v2")) return cuMemGetInfo_v2(&x, &y);
+  if (!strcmp(e, "cuMemAlloc_v2")) return cuMemAlloc_v2(&p, MB);
+  if (!strcmp(e, "cuMemAllocPitch_v2")) return cuMemAllocPitch_v2(&p, &x, 1000, 100, 4);
+  if (!strcmp(e, "cuMemAllocManaged")) return cuMemAllocManaged(&p, MB, CU_MEM_ATTACH_GLOBAL);
+  if (!strcmp(e, "cuMemFree_v2")) {
+    VXT_CU(cuMemAlloc_v2(&p, MB));
+    return cuMemFree_v2(p);
+  }
+  if (!strcmp(e, "cuMemGetAddressRange_v2")) {
+    VXT_CU(cuMemAlloc_v2(&p, MB));
+    return cuMemGetAddressRange_v2(&p, &x, p + 10);
+  }
+  if (!strncmp(e, "cuMemAllocAsync", 15)) {
+    VXT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    return strstr(e, "_ptsz") ? cuMemAllocAsync_ptsz(&p, MB, NULL) : cuMemAllocAsync(&p, MB, s);
+  }
+  if (!strncmp(e, "cuMemAllocFromPoolAsync", 23)) {
+    CUmemoryPool pool;
+    CUresult (*getpool)(CUmemoryPool *, CUdevice) =
+        (CUresult(*)(CUmemoryPool *, CUdevice))entry("cuDeviceGetDefaultMemPool");
+    CUresult (*from_pool)(CUdeviceptr *, size_t, CUmemoryPool, CUstream) =
+        (CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))entry(e);
+    if (!getpool || !from_pool || getpool(&pool, 0) != CUDA_SUCCESS) return (CUresult)-77;
+    VXT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    return from_pool(&p, MB, pool, strstr(e, "_ptsz") ? NULL : s);
+  }
+  if (!strncmp(e, "cuMemFreeAsync", 14)) {
+    VXT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    VXT_CU(cuMemAllocAsync(&p, MB, s)); /* native: vx hands the free to the driver */
+    return strstr(e, "_ptsz") ? cuMemFreeAsync_ptsz(p, s) : cuMemFreeAsync(p, s);
+  }
+  if (!strcmp(e, "cuMemCreate") || !strcmp(e, "cuMemRelease") || !strcmp(e, "cuMemMap") ||
+      !strcmp(e, "cuMemUnmap"))
+    return vmm(e);
+  if (!strcmp(e, "cuMemHostAlloc")) return cuMemHostAlloc(&hp, MB, 0);
+  if (!strcmp(e, "cuMemAllocHost_v2")) return cuMemAllocHost_v2(&hp, MB);
+  if (!strcmp(e, "cuMemFreeHost")) {
+    VXT_CU(cuMemAllocHost_v2(&hp, MB));
+    return cuMemFreeHost(hp);
+  }
+  if (!strcmp(e, "cuLaunchKernel"))
+    return cuLaunchKernel(k_nop, 1, 1, 1, 32, 1, 1, 0, NULL, nop_params, NULL);
+  if (!strcmp(e, "cuLaunchKernel_ptsz"))
+    return cuLaunchKernel_ptsz(k_nop, 1, 1, 1, 32, 1, 1, 0, NULL, nop_params, NULL);
+  if (!strncmp(e, "cuLaunchKernelEx", 16)) {
+    CUlaunchConfig cfg = {.gridDimX = 1,
+                          .gridDimY = 1,
+                          .gridDimZ = 1,
+                          .blockDimX = 32,
+                          .blockDimY = 1,
+                          .blockDimZ = 1};
+    return strstr(e, "_ptsz") ? cuLaunchKernelEx_ptsz(&cfg, k_nop, nop_params, NULL)
+                              : cuLaunchKernelEx(&cfg, k_nop, nop_params, NULL);
+  }
+  if (!strcmp(e, "cuLaunchCooperativeKernel"))
+    return cuLaunchCooperativeKernel(k_nop, 1, 1, 1, 32, 1, 1, 0, NULL, nop_params);
+  if (!strcmp(e, "cuLaunchCooperativeKernel_ptsz"))
+    return cuLaunchCooperativeKernel_ptsz(k_nop, 1, 1, 1, 32, 1, 1, 0, NULL, nop_params);
+  if (!strcmp(e, "cuGraphLaunch")) return graph_launch(0);
+  if (!strcmp(e, "cuGraphLaunch_ptsz")) return graph_launch(1);
+  if (!strcmp(e, "cuGetProcAddress")) return cuGetProcAddress("cuInit", &hp, 12000, 0);
+  if (!strcmp(e, "cuGetProcAddress_v2")) return cuGetProcAddress_v2("cuInit", &hp, 12000, 0, NULL);
+  if (!strcmp(e, "nvmlDeviceGetMemoryInfo")) return nvml(0);
+  if (!strcmp(e, "nvmlDeviceGetMemoryInfo_v2")) return nvml(1);
+  return (CUresult)-1;
+}
+
+static int worker(const char *entry) {
+  setup();
+  CUresult r = probe(entry);
+  cuCtxSynchronize();
+  printf("result %d\n", (int)r);
+  return 0;
+}
+
+static int result_of(const vxt_run_t *r, const char *entry, const char *who) {
+  const char *p = strstr(r->out, "result ");
+  VXT_ASSERT(r->status == 0 && p, "%s %s: status %d\n%s%s", entry, who, r->status, r->out, r->err);
+  return atoi(p + 7);
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 3 && !strcmp(argv[1], "--worker")) return worker(argv[2]);
+  VXT_ASSERT(vxt_vx_preloaded(), "run me with libvx.so in LD_PRELOAD");
+  static vxt_run_t r;
+  int tested = 0;
+  for (size_t i = 0; i < sizeof hooks / sizeof *hooks; i++) {
+    if (!strcmp(hooks[i], "dlsym")) continue; /* libc's, not the driver's: nothing to inject */
+    char fail[160];
+    snprintf(fail, sizeof fail, "SIMCUDA_FAIL=%s:1:%d", hooks[i], INJECTED);
+    const char *env[] = {"SIMCUDA_VRAM=64M", "VX_DEVICE_LIMIT=16M", fail, NULL};
+    const char *args[] = {hooks[i], NULL};
+    VXT_ASSERT(vxt_run(&r, 0, env, args) == 0);
+    int plain = result_of(&r, hooks[i], "without vx");
+    VXT_ASSERT(plain != -1, "%s: no scenario in t_fail.c for this hook", hooks[i]);
+    if (plain == 0 && !strncmp(hooks[i], "nvml", 4)) {
+      printf("%-32s skipped (the simulated NVML cannot inject failures)\n", hooks[i]);
+      continue;
+    }
+    if (plain == -77) {
+      printf("%-32s skipped (the simulator lacks what it needs)\n", hooks[i]);
+      continue;
+    }
+    VXT_ASSERT(plain == INJECTED, "%s: the injected failure did not reach the probe (%d)", hooks[i],
+               plain);
+    VXT_ASSERT(vxt_run(&r, 1, env, args) == 0);
+    int with = result_of(&r, hooks[i], "with vx");
+    VXT_ASSERT(with == plain, "%s: with vx %d, without %d", hooks[i], with, plain);
+    printf("%-32s error %d, with and without vx\n", hooks[i], with);
+    tested++;
+  }
+  /* an OOM from the native allocation becomes a managed fallback */
+  char report[256], env_report[300];
+  vxt_tmpname(report, sizeof report, ".json");
+  snprintf(env_report, sizeof env_report, "VX_REPORT=%s", report);
+  const char *env[] = {"SIMCUDA_VRAM=64M", "SIMCUDA_FAIL=cuMemAlloc_v2:1", env_report, NULL};
+  const char *args[] = {"cuMemAlloc_v2", NULL};
+  VXT_ASSERT(vxt_run(&r, 0, env, args) == 0 &&
+             result_of(&r, "oom", "without vx") == CUDA_ERROR_OUT_OF_MEMORY);
+  VXT_ASSERT(vxt_run(&r, 1, env, args) == 0 && result_of(&r, "oom", "with vx") == CUDA_SUCCESS);
+  char *json = vxt_read_file(report);
+  VXT_ASSERT(json);
+  unlink(report);
+  VXT_ASSERT(vxt_json_u64(json, 0, "managed_fallbacks") == 1 &&
+                 vxt_json_u64(json, 0, "alloc_managed") == 1,
+             "%s", json);
+  free(json);
+  printf("%d entry points: injected errors reach the application unchanged; OOM falls back\n",
+         tested);
+  VXT_ASSERT(tested >= 20, "only %d entry points tested", tested);
+  return 0;
+}

@@ -1,0 +1,252 @@
+/* Unit tests of the VX_* option parsers and loader: every variable with
+ * good and bad values, the one-line error, text forms that parse back. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "options.h"
+
+START_TEST(bools) {
+  int v = -1;
+  const char *yes[] = {"1", "yes", "TRUE", "on", "Yes"}, *no[] = {"0", "no", "false", "OFF"};
+  for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) {
+    ck_assert_int_eq(vx_parse_bool(yes[i], &v), 0);
+    ck_assert_int_eq(v, 1);
+  }
+  for (size_t i = 0; i < sizeof no / sizeof *no; i++) {
+    ck_assert_int_eq(vx_parse_bool(no[i], &v), 0);
+    ck_assert_int_eq(v, 0);
+  }
+  v = 7;
+  const char *bad[] = {"", "2", "y", "truee", " 1", "-1"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    ck_assert_int_eq(vx_parse_bool(bad[i], &v), -EINVAL);
+  ck_assert_int_eq(v, 7);
+}
+END_TEST
+
+START_TEST(sizes) {
+  vx_size_t s;
+  struct {
+    const char *in;
+    unsigned long long bytes;
+  } good[] = {{"0", 0},
+              {"123", 123},
+              {"4K", 4096},
+              {"4k", 4096},
+              {"1M", 1 << 20},
+              {"8G", 8ULL << 30},
+              {"2T", 2ULL << 40},
+              {"1.5G", 3ULL << 29},
+              {"8GiB", 8ULL << 30},
+              {"8GB", 8ULL << 30},
+              {"512B", 512},
+              {"16777215T", 16777215ULL << 40}};
+  for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+    ck_assert_msg(vx_parse_size(good[i].in, &s) == 0, "%s", good[i].in);
+    ck_assert_uint_eq(s.bytes, good[i].bytes);
+    ck_assert(s.pct == 0 && s.set == 1);
+  }
+  ck_assert_int_eq(vx_parse_size("50%", &s), 0);
+  ck_assert(s.pct == 50.0 && s.set);
+  ck_assert_uint_eq(vx_size_resolve(&s, 1000), 500);
+  ck_assert_int_eq(vx_parse_size("12.5%", &s), 0);
+  ck_assert_uint_eq(vx_size_resolve(&s, 1000), 125);
+  const char *bad[] = {"",    "G",    "-1",  "1X",   "1 G",
+                       "0%",  "101%", "1.5", "0.3K", "16777216T",
+                       "1e3", "1G%",  "%",   "1.G.", "99999999999999999999",
+                       "4KK", "1,5G"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    ck_assert_msg(vx_parse_size(bad[i], &s) == -EINVAL, "'%s' accepted", bad[i]);
+}
+END_TEST
+
+START_TEST(size_lists) {
+  vx_sizes_t l;
+  ck_assert_int_eq(vx_parse_sizes("8G,4G,50%", &l), 0);
+  ck_assert_int_eq(l.n, 3);
+  ck_assert_uint_eq(l.v[0].bytes, 8ULL << 30);
+  ck_assert_uint_eq(l.v[1].bytes, 4ULL << 30);
+  ck_assert(l.v[2].pct == 50.0);
+  ck_assert_ptr_eq(vx_sizes_for(&l, 1), &l.v[1]);
+  ck_assert_ptr_null(vx_sizes_for(&l, 3));
+  ck_assert_int_eq(vx_parse_sizes("1G", &l), 0);
+  ck_assert_ptr_eq(vx_sizes_for(&l, 5), &l.v[0]); /* one value: every device */
+  const char *bad[] = {
+      "", ",", "1G,", ",1G", "1G,,2G", "1G,x", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    ck_assert_msg(vx_parse_sizes(bad[i], &l) == -EINVAL, "'%s' accepted", bad[i]);
+}
+END_TEST
+
+START_TEST(ints_percents_enums) {
+  long n;
+  int p, e;
+  ck_assert_int_eq(vx_parse_int("0", &n), 0);
+  ck_assert_int_eq(vx_parse_int("32", &n), 0);
+  ck_assert_int_eq(n, 32);
+  const char *badint[] = {"", "-1", "+3", "3x", "1.0", "99999999999999999999", " 3"};
+  for (size_t i = 0; i < sizeof badint / sizeof *badint; i++)
+    ck_assert_msg(vx_parse_int(badint[i], &n) == -EINVAL, "'%s'", badint[i]);
+  ck_assert_int_eq(vx_parse_percent("90", &p), 0);
+  ck_assert_int_eq(p, 90);
+  ck_assert_int_eq(vx_parse_percent("100%", &p), 0);
+  ck_assert_int_eq(p, 100);
+  ck_assert_int_eq(vx_parse_percent("101", &p), -EINVAL);
+  ck_assert_int_eq(vx_parse_percent("-5", &p), -EINVAL);
+  ck_assert_int_eq(vx_parse_percent("%", &p), -EINVAL);
+  const char *help = "what to do: alpha|beta|gamma (beta is odd)";
+  ck_assert_int_eq(vx_parse_enum("gamma", help, &e), 0);
+  ck_assert_int_eq(e, 2);
+  ck_assert_int_eq(vx_parse_enum("ALPHA", help, &e), 0);
+  ck_assert_int_eq(e, 0);
+  ck_assert_int_eq(vx_parse_enum("alph", help, &e), -EINVAL);
+  ck_assert_int_eq(vx_parse_enum("", help, &e), -EINVAL);
+  ck_assert_int_eq(vx_parse_enum("is", help, &e), -EINVAL);
+}
+END_TEST
+
+/* The C enums in options.h follow the order of the choices in options.def. */
+START_TEST(enum_orders) {
+  vx_options_t o;
+  char err[256];
+  vx_options_defaults(&o);
+  struct {
+    const char *name, *value;
+    int want;
+  } cases[] = {{"LOG", "error", 0},
+               {"LOG", "debug", 3},
+               {"REPORT_MEMORY", "physical", VX_REPORT_MEMORY_PHYSICAL},
+               {"REPORT_MEMORY", "limit", VX_REPORT_MEMORY_LIMIT},
+               {"REPORT_MEMORY", "extended", VX_REPORT_MEMORY_EXTENDED},
+               {"POLICY", "predict", VX_POLICY_PREDICT},
+               {"POLICY", "demand", VX_POLICY_DEMAND},
+               {"POLICY", "static", VX_POLICY_STATIC}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    int id = vx_option_find(cases[i].name);
+    ck_assert_int_ge(id, 0);
+    ck_assert_int_eq(vx_option_set(&o, id, cases[i].value, err, sizeof err), 0);
+  }
+  ck_assert_int_eq(o.POLICY, VX_POLICY_STATIC);
+  ck_assert_int_eq(o.REPORT_MEMORY, VX_REPORT_MEMORY_EXTENDED);
+}
+END_TEST
+
+/* Per type: values that must parse and values that must not. */
+static const char *good_for(const char *type, int k) {
+  static const char *const b[] = {"1", "off", NULL}, *const s[] = {"512M", "25%", NULL},
+                           *const l[] = {"8G", "1G,512M", NULL}, *const p[] = {"0", "75", NULL},
+                           *const i[] = {"0", "64", NULL}, *const t[] = {"x", "/tmp/a b", NULL};
+  const char *const *set = !strcmp(type, "BOOL")      ? b
+                           : !strcmp(type, "SIZE")    ? s
+                           : !strcmp(type, "SIZES")   ? l
+                           : !strcmp(type, "PERCENT") ? p
+                           : !strcmp(type, "INT")     ? i
+                                                      : t;
+  return set[k];
+}
+static const char *bad_for(const char *type) {
+  return !strcmp(type, "BOOL")      ? "maybe"
+         : !strcmp(type, "SIZE")    ? "12Q"
+         : !strcmp(type, "SIZES")   ? "1G,,2G"
+         : !strcmp(type, "PERCENT") ? "150"
+         : !strcmp(type, "INT")     ? "-4"
+         : !strcmp(type, "ENUM")    ? "nonsense"
+                                    : NULL;
+}
+
+START_TEST(every_option) {
+  vx_options_t o;
+  char err[512], text[VX_OPT_STRING_MAX + 8];
+  ck_assert_int_eq(vx_option_count(), VX_OPTION_COUNT);
+  ck_assert_ptr_null(vx_option_info(VX_OPTION_COUNT));
+  for (int i = 0; i < vx_option_count(); i++) {
+    const vx_option_info_t *info = vx_option_info(i);
+    ck_assert(!strncmp(info->name, "VX_", 3));
+    ck_assert_int_eq(vx_option_find(info->name), i);
+    ck_assert_int_eq(vx_option_find(info->name + 3), i);
+    /* the default parses */
+    vx_options_defaults(&o);
+    ck_assert_msg(vx_option_set(&o, i, info->def, err, sizeof err) == 0, "%s default", info->name);
+    if (!strcmp(info->type, "ENUM")) {
+      ck_assert_int_eq(vx_option_format(&o, i, text, sizeof text), 0);
+      ck_assert_str_eq(text, info->def);
+    }
+    for (int k = 0; strcmp(info->type, "ENUM") && good_for(info->type, k); k++) {
+      const char *v = good_for(info->type, k);
+      ck_assert_msg(vx_option_set(&o, i, v, err, sizeof err) == 0, "%s=%s", info->name, v);
+      /* the text form parses back to the same text */
+      ck_assert_int_eq(vx_option_format(&o, i, text, sizeof text), 0);
+      vx_options_t o2;
+      vx_options_defaults(&o2);
+      ck_assert_int_eq(vx_option_set(&o2, i, text, err, sizeof err), 0);
+      char text2[sizeof text];
+      vx_option_format(&o2, i, text2, sizeof text2);
+      ck_assert_str_eq(text, text2);
+    }
+    const char *bad = bad_for(info->type);
+    if (bad) {
+      ck_assert_int_eq(vx_option_set(&o, i, bad, err, sizeof err), -EINVAL);
+      char want[256];
+      snprintf(want, sizeof want, "%s='%s' is not valid: expected %s", info->name, bad,
+               vx_option_form(i));
+      ck_assert_str_eq(err, want);
+    }
+  }
+}
+END_TEST
+
+static const char *env_k[8], *env_v[8];
+static const char *fake_getenv(const char *name) {
+  for (int i = 0; i < 8 && env_k[i]; i++)
+    if (!strcmp(env_k[i], name)) return env_v[i];
+  return NULL;
+}
+
+START_TEST(load) {
+  vx_options_t o;
+  char err[512] = "";
+  memset(env_k, 0, sizeof env_k);
+  env_k[0] = "VX_DEVICE_LIMIT", env_v[0] = "1G,512M";
+  env_k[1] = "VX_REPORT", env_v[1] = "/tmp/r.json";
+  env_k[2] = "VX_NATIVE_MAX", env_v[2] = ""; /* empty = default */
+  env_k[3] = "VX_POLICY", env_v[3] = "static";
+  ck_assert_int_eq(vx_options_load(&o, fake_getenv, err, sizeof err), 0);
+  ck_assert_int_eq(o.DEVICE_LIMIT.n, 2);
+  ck_assert_uint_eq(o.DEVICE_LIMIT.v[1].bytes, 512ULL << 20);
+  ck_assert_str_eq(o.REPORT.s, "/tmp/r.json");
+  ck_assert_uint_eq(o.NATIVE_MAX.bytes, 1ULL << 20);
+  ck_assert_uint_eq(o.RESERVE.bytes, 256ULL << 20);
+  ck_assert_int_eq(o.POLICY, VX_POLICY_STATIC);
+  ck_assert_int_eq(o.DISABLE, 0);
+  ck_assert_int_eq(o.STATS, 1);
+  ck_assert(!o.HOST_LIMIT.set);
+  /* the first bad value is reported; the others still parse */
+  env_k[4] = "VX_STRICT", env_v[4] = "sure";
+  env_k[5] = "VX_LOG", env_v[5] = "loud";
+  ck_assert_int_eq(vx_options_load(&o, fake_getenv, err, sizeof err), -EINVAL);
+  ck_assert_str_eq(err,
+                   "VX_STRICT='sure' is not valid: expected 0/1, yes/no, true/false or on/off");
+  ck_assert_int_eq(o.POLICY, VX_POLICY_STATIC);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("options");
+  TCase *tc = tcase_create("parse");
+  tcase_add_test(tc, bools);
+  tcase_add_test(tc, sizes);
+  tcase_add_test(tc, size_lists);
+  tcase_add_test(tc, ints_percents_enums);
+  tcase_add_test(tc, enum_orders);
+  tcase_add_test(tc, every_option);
+  tcase_add_test(tc, load);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,283 @@
+/* Placement of allocations in tiers, frees routed by what the pointer is,
+ * and the deferred release of managed memory freed with cuMemFreeAsync. */
+#include "place.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "budget.h"
+#include "registry.h"
+#include "vx.h"
+
+// ---- accounting ----
+
+static const struct {
+  int alloc_ctr, bytes_ctr;
+} tier_ctrs[] = {
+    [VX_TIER_NATIVE] = {VX_CTR_alloc_native, VX_CTR_native_bytes},
+    [VX_TIER_MANAGED] = {VX_CTR_alloc_managed, VX_CTR_managed_bytes},
+    [VX_TIER_HOST] = {VX_CTR_alloc_host_static, VX_CTR_host_tier_bytes},
+    [VX_TIER_APP_MANAGED] = {VX_CTR_alloc_app_managed, VX_CTR_app_managed_bytes},
+};
+
+static void track(const vx_alloc_info_t *a) {
+  if (reg_add(a))
+    VX_LOG_ONCE(VX_LOG_WARN, "out of memory for bookkeeping: some allocations are not tracked");
+  ctr_add(a->dev, tier_ctrs[a->tier].alloc_ctr, 1);
+  ctr_cur_add(a->dev, tier_ctrs[a->tier].bytes_ctr, a->size);
+}
+
+/* The memory is gone: its bytes leave the tier and the budget. */
+static void untrack_bytes(const vx_alloc_info_t *a) {
+  ctr_cur_sub(a->dev, tier_ctrs[a->tier].bytes_ctr, a->size);
+  budget_release(a->dev, a->charged);
+}
+
+// ---- placement ----
+
+/* Advice for vx's managed memory.
+ * Over budget (VX_TIER_MANAGED): PreferredLocation = the device, and no
+ * AccessedBy.  The data belongs to a GPU program, so the device is its home:
+ * pages the driver evicts under pressure come back on the next touch (a
+ * fault) or ahead of it (the predictor's prefetch), and when the driver sees
+ * thrashing it pins pages at their preferred location and maps them instead
+ * of bouncing them.  AccessedBy(device) is left out on purpose: it turns
+ * every miss into a remote read over the bus that never migrates, slow for
+ * reused data and invisible to the fault counters the predictor is judged by.
+ * Host tier (VX_POLICY=static, GreenBoost-style): PreferredLocation = host
+ * plus AccessedBy = device: pages stay in host RAM, the GPU reads them over
+ * the bus and nothing migrates. */
+static void advise(CUdeviceptr p, size_t size, int dev, int tier) {
+  CUmemLocation gpu = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
+  CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+  CUresult r;
+  if (tier == VX_TIER_HOST) {
+    r = VX_CALL(cuMemAdvise_v2, p, size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host);
+    if (r == CUDA_SUCCESS) r = VX_CALL(cuMemAdvise_v2, p, size, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu);
+  } else {
+    r = VX_CALL(cuMemAdvise_v2, p, size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, gpu);
+  }
+  if (r != CUDA_SUCCESS)
+    VX_LOG_ONCE(VX_LOG_INFO, "cuMemAdvise_v2 failed (%d): managed memory left unadvised", (int)r);
+}
+
+static int decide(int dev, size_t size, uint64_t *charged) {
+  uint64_t phys = budget_physical(dev);
+  *charged = 0;
+  if (vx_opt.POLICY == VX_POLICY_STATIC && size >= vx_size_resolve(&vx_opt.STATIC_MIN, phys))
+    return VX_TIER_HOST;
+  if (size <= vx_size_resolve(&vx_opt.NATIVE_MAX, phys)) {
+    budget_charge(dev, size);
+    *charged = size;
+    return VX_TIER_NATIVE;
+  }
+  if (budget_try_charge(dev, size)) {
+    *charged = size;
+    return VX_TIER_NATIVE;
+  }
+  return VX_TIER_MANAGED;
+}
+
+static int place_device(int *dev) {
+  if (vx_current_device(dev)) return -1;
+  return budget_device_init(*dev, 0, &vx_opt) ? -1 : 0;
+}
+
+CUresult place_alloc(CUdeviceptr *dptr, size_t size, place_native_fn native, void *ctx) {
+  int dev;
+  if (!dptr || !size || place_device(&dev))
+    return native(dptr, ctx); /* the driver's own answer, untracked */
+  place_drain();
+  vx_alloc_info_t a = {.size = size, .dev = dev};
+  a.tier = decide(dev, size, &a.charged);
+  CUresult fallback_from = CUDA_SUCCESS;
+  if (a.tier == VX_TIER_NATIVE) {
+    CUresult r = native(&a.base, ctx);
+    if (r == CUDA_SUCCESS) {
+      track(&a);
+      *dptr = a.base;
+      return r;
+    }
+    budget_release(dev, a.charged);
+    if (r != CUDA_ERROR_OUT_OF_MEMORY) return r;
+    fallback_from = r;
+    a.tier = VX_TIER_MANAGED;
+    a.charged = 0;
+  }
+  CUresult r = VX_CALL(cuMemAllocManaged, &a.base, size, CU_MEM_ATTACH_GLOBAL);
+  if (r == CUDA_SUCCESS) {
+    advise(a.base, size, dev, a.tier);
+    if (fallback_from != CUDA_SUCCESS) ctr_add(dev, VX_CTR_managed_fallbacks, 1);
+    track(&a);
+    *dptr = a.base;
+    return r;
+  }
+  ctr_add(dev, VX_CTR_alloc_failures, 1);
+  if (fallback_from != CUDA_SUCCESS) return fallback_from; /* what the application would have got */
+  /* vx's managed attempt failed: do exactly what the application asked. */
+  r = native(&a.base, ctx);
+  if (r == CUDA_SUCCESS) {
+    a.tier = VX_TIER_NATIVE;
+    a.charged = size;
+    budget_charge(dev, size);
+    track(&a);
+    *dptr = a.base;
+  }
+  return r;
+}
+
+CUresult place_alloc_app_managed(CUdeviceptr *dptr, size_t size, unsigned flags) {
+  int dev;
+  CUresult r = VX_CALL(cuMemAllocManaged, dptr, size, flags);
+  if (r != CUDA_SUCCESS || !dptr || place_device(&dev)) return r;
+  vx_alloc_info_t a = {.base = *dptr, .size = size, .dev = dev, .tier = VX_TIER_APP_MANAGED};
+  track(&a);
+  return r;
+}
+
+// ---- frees ----
+
+CUresult place_free(CUdeviceptr p) {
+  vx_alloc_info_t a;
+  place_drain();
+  if (!p || reg_remove(p, &a)) return VX_CALL(cuMemFree_v2, p);
+  CUresult r = VX_CALL(cuMemFree_v2, p);
+  if (r != CUDA_SUCCESS) {
+    reg_add(&a); /* still allocated: keep tracking it */
+    return r;
+  }
+  ctr_add(a.dev, VX_CTR_frees, 1);
+  untrack_bytes(&a);
+  return r;
+}
+
+struct deferred {
+  vx_alloc_info_t a;
+  CUevent ev;
+  struct deferred *next;
+};
+
+static pthread_mutex_t defer_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct deferred *defer_head;
+static size_t defer_n;
+
+static void defer_push_locked(struct deferred *list) {
+  while (list) {
+    struct deferred *next = list->next;
+    list->next = defer_head;
+    __atomic_store_n(&defer_head, list, __ATOMIC_RELAXED);
+    defer_n++;
+    list = next;
+  }
+}
+
+/* Release after the event: 0, or -1 when vx must fall back. */
+static int defer_free(const vx_alloc_info_t *a, CUstream s) {
+  struct deferred *d = malloc(sizeof *d);
+  if (!d) return -1;
+  if (VX_CALL(cuEventCreate, &d->ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    free(d);
+    return -1;
+  }
+  if (VX_CALL(cuEventRecord, d->ev, s) != CUDA_SUCCESS) {
+    VX_CALL(cuEventDestroy_v2, d->ev);
+    free(d);
+    return -1;
+  }
+  d->a = *a;
+  d->next = NULL;
+  pthread_mutex_lock(&defer_lock);
+  defer_push_locked(d);
+  pthread_mutex_unlock(&defer_lock);
+  return 0;
+}
+
+/* vx's managed pointer given to cuMemFreeAsync (the driver would reject it). */
+static CUresult free_async_managed(const vx_alloc_info_t *a, CUstream s) {
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult r = VX_CALL(cuStreamIsCapturing, s, &st);
+  if (r != CUDA_SUCCESS) return r;
+  if (st != CU_STREAM_CAPTURE_STATUS_NONE) {
+    /* Never touch a capturing stream; the graph may still use the memory
+     * when it runs, so it is kept until exit. */
+    VX_LOG_ONCE(VX_LOG_WARN, "managed memory freed inside a stream capture is kept until exit");
+    ctr_add(a->dev, VX_CTR_capture_kept, 1);
+    ctr_add(a->dev, VX_CTR_frees, 1);
+    return CUDA_SUCCESS;
+  }
+  if (defer_free(a, s) == 0) {
+    ctr_add(a->dev, VX_CTR_frees, 1);
+    return CUDA_SUCCESS;
+  }
+  /* No event: the stream is not capturing, so waiting for it is allowed. */
+  r = VX_CALL(cuStreamSynchronize, s);
+  if (r == CUDA_SUCCESS) r = VX_CALL(cuMemFree_v2, a->base);
+  if (r == CUDA_SUCCESS) {
+    ctr_add(a->dev, VX_CTR_frees, 1);
+    untrack_bytes(a);
+  }
+  return r;
+}
+
+CUresult place_free_async(CUdeviceptr p, CUstream s, int ptsz, place_free_async_fn real) {
+  vx_alloc_info_t a;
+  place_drain();
+  if (!p || reg_remove(p, &a)) return real(p, s);
+  CUresult r;
+  if (a.tier == VX_TIER_NATIVE || a.tier == VX_TIER_APP_MANAGED) {
+    r = real(p, s);
+    if (r == CUDA_SUCCESS) {
+      ctr_add(a.dev, VX_CTR_frees, 1);
+      untrack_bytes(&a);
+    }
+  } else {
+    r = free_async_managed(&a, ptsz && !s ? CU_STREAM_PER_THREAD : s);
+  }
+  if (r != CUDA_SUCCESS) reg_add(&a);
+  return r;
+}
+
+void place_drain(void) {
+  if (!__atomic_load_n(&defer_head, __ATOMIC_RELAXED)) return;
+  pthread_mutex_lock(&defer_lock);
+  struct deferred *list = defer_head, *keep = NULL;
+  __atomic_store_n(&defer_head, NULL, __ATOMIC_RELAXED);
+  defer_n = 0;
+  pthread_mutex_unlock(&defer_lock);
+  while (list) {
+    struct deferred *d = list;
+    list = d->next;
+    if (VX_CALL(cuEventQuery, d->ev) == CUDA_ERROR_NOT_READY) {
+      d->next = keep;
+      keep = d;
+      continue;
+    }
+    VX_CALL(cuMemFree_v2, d->a.base);
+    VX_CALL(cuEventDestroy_v2, d->ev);
+    ctr_add(d->a.dev, VX_CTR_deferred_frees, 1);
+    untrack_bytes(&d->a);
+    free(d);
+  }
+  if (keep) {
+    pthread_mutex_lock(&defer_lock);
+    defer_push_locked(keep);
+    pthread_mutex_unlock(&defer_lock);
+  }
+}
+
+size_t place_pending(void) {
+  pthread_mutex_lock(&defer_lock);
+  size_t n = defer_n;
+  pthread_mutex_unlock(&defer_lock);
+  return n;
+}
+
+void place_atfork_prepare(void) {
+  pthread_mutex_lock(&defer_lock);
+}
+void place_atfork_parent(void) {
+  pthread_mutex_unlock(&defer_lock);
+}
+void place_atfork_child(void) {
+  pthread_mutex_init(&defer_lock, NULL);
+}

@@ -1,0 +1,42 @@
+/* Placement: where an allocation goes (native while it fits the budget,
+ * managed beyond, host for the static policy), how frees are routed by
+ * what the pointer is, and the deferred release of managed memory freed
+ * through cuMemFreeAsync.  Calls the driver only through the real table. */
+#ifndef VX_TIERS_PLACE_H
+#define VX_TIERS_PLACE_H
+
+#include <cuda.h>
+#include <stddef.h>
+
+/* How to make the native allocation the application asked for: the real
+ * call with its own arguments (cuMemAlloc_v2, cuMemAllocAsync, ...). */
+typedef CUresult (*place_native_fn)(CUdeviceptr *dptr, void *ctx);
+
+/* Allocates `size` bytes for the current context's device.  `native` makes
+ * the application's own call; when vx cannot work out the device it is
+ * called untouched.  Over budget, or when `native` fails with
+ * CUDA_ERROR_OUT_OF_MEMORY, the memory is managed.  If vx's managed
+ * allocation fails too, the application gets exactly what `native` returns.
+ * Returns the CUresult the application sees. */
+CUresult place_alloc(CUdeviceptr *dptr, size_t size, place_native_fn native, void *ctx);
+/* The application's own cuMemAllocManaged: made and tracked. */
+CUresult place_alloc_app_managed(CUdeviceptr *dptr, size_t size, unsigned flags);
+
+/* cuMemFree_v2: tracked pointers are freed and accounted; unknown ones go
+ * to the driver untouched, so the application gets the driver's own error. */
+CUresult place_free(CUdeviceptr p);
+/* cuMemFreeAsync(_ptsz): native pointers go to `real`; vx's managed ones
+ * (which the driver rejects) are released once the stream's prior work is
+ * done, without synchronising it; inside a capture they are kept. */
+typedef CUresult (*place_free_async_fn)(CUdeviceptr, CUstream);
+CUresult place_free_async(CUdeviceptr p, CUstream s, int ptsz, place_free_async_fn real);
+/* Releases deferred frees whose stream work is done.  Cheap when none. */
+void place_drain(void);
+/* Deferred frees not yet released. */
+size_t place_pending(void);
+
+void place_atfork_prepare(void);
+void place_atfork_parent(void);
+void place_atfork_child(void);
+
+#endif

@@ -1,0 +1,52 @@
+/* Locked uthash table from a key (VMM handle, host pointer) to its size
+ * and device. */
+#include "sidetab.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <uthash.h>
+
+struct sidetab_entry {
+  uint64_t key;
+  size_t size;
+  int dev;
+  UT_hash_handle hh;
+};
+
+int sidetab_add(sidetab_t *t, uint64_t key, size_t size, int dev) {
+  struct sidetab_entry *e = malloc(sizeof *e), *old;
+  if (!e) return -ENOMEM;
+  *e = (struct sidetab_entry){.key = key, .size = size, .dev = dev};
+  pthread_mutex_lock(&t->lock);
+  HASH_FIND(hh, t->head, &key, sizeof key, old);
+  if (!old) HASH_ADD(hh, t->head, key, sizeof e->key, e);
+  pthread_mutex_unlock(&t->lock);
+  if (old) {
+    free(e);
+    return -EEXIST;
+  }
+  return 0;
+}
+
+int sidetab_remove(sidetab_t *t, uint64_t key, size_t *size, int *dev) {
+  struct sidetab_entry *e;
+  pthread_mutex_lock(&t->lock);
+  HASH_FIND(hh, t->head, &key, sizeof key, e);
+  if (e) HASH_DEL(t->head, e);
+  pthread_mutex_unlock(&t->lock);
+  if (!e) return -ENOENT;
+  *size = e->size;
+  *dev = e->dev;
+  free(e);
+  return 0;
+}
+
+void sidetab_atfork_prepare(sidetab_t *t) {
+  pthread_mutex_lock(&t->lock);
+}
+void sidetab_atfork_parent(sidetab_t *t) {
+  pthread_mutex_unlock(&t->lock);
+}
+void sidetab_atfork_child(sidetab_t *t) {
+  pthread_mutex_init(&t->lock, NULL);
+}

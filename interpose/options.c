@@ -77,7 +77,9 @@ int vx_parse_size(const char *s, vx_size_t *out) {
   const char *p;
   if (parse_decimal(s, &v, &p)) return -EINVAL;
   if (*p == '%') {
-    if (p[1] || v <= 0 || v > 100) return -EINVAL;
+    /* Below a millionth of a percent is a typo, not a budget; the bound also
+     * keeps the value printable in plain decimals (see format_size). */
+    if (p[1] || v < 1e-6 || v > 100) return -EINVAL;
     *out = (vx_size_t){.bytes = 0, .pct = v, .set = 1};
     return 0;
   }
@@ -289,7 +291,18 @@ static void format_size(const vx_size_t *s, char *buf, size_t len) {
     return;
   }
   if (s->pct > 0) {
-    snprintf(buf, len, "%g%%", s->pct);
+    /* Plain decimals with 17 significant digits, so that the text parses
+     * back to the same double (the parser takes no exponent). */
+    char num[48];
+    int prec = 17;
+    for (double x = s->pct; x < 1 && prec < 24; x *= 10)
+      prec++;
+    snprintf(num, sizeof num, "%.*f", prec, s->pct);
+    char *e = num + strlen(num) - 1;
+    while (*e == '0')
+      *e-- = 0;
+    if (*e == '.') *e = 0;
+    snprintf(buf, len, "%s%%", num);
     return;
   }
   uint64_t v = s->bytes;

@@ -1,5 +1,6 @@
 /* svg.c: the report picture: stacked areas of bytes per tier over time,
  * migration traffic up/down, and the top allocation sites by bytes spilled. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -48,6 +49,14 @@ static double stack_top(const vx_sample_t *s, int k) {
   return v;
 }
 
+/* Report numbers are doubles read from JSON: anything outside uint64_t
+ * (negative, NaN, huge) is clamped instead of converted (undefined). */
+static uint64_t clamp_u64(double v) {
+  if (!(v > 0)) return 0;
+  if (v >= 18446744073709549568.0) return UINT64_MAX;
+  return (uint64_t)v;
+}
+
 static void axis(FILE *out, int y, int h, double max, const char *unit) {
   char b[16];
   fprintf(out, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n", LEFT, y + h,
@@ -55,7 +64,7 @@ static void axis(FILE *out, int y, int h, double max, const char *unit) {
   fprintf(out, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n", LEFT, y, LEFT,
           y + h);
   fprintf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s%s</text>\n", LEFT - 6, y + 10,
-          vx_fmt_bytes((uint64_t)max, b, sizeof b), unit);
+          vx_fmt_bytes(clamp_u64(max), b, sizeof b), unit);
   fprintf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">0</text>\n", LEFT - 6, y + h);
 }
 
@@ -131,8 +140,8 @@ static void sites(const vx_report_t *r, FILE *out) {
     vx_site_stack(&r->sites[i], stack, sizeof stack);
     fprintf(
         out, "<text class=\"site\" x=\"20\" y=\"%zu\">%zu. %s spilled of %s in %.0f allocations: ",
-        SITES_Y + 22 + i * 20, i + 1, vx_fmt_bytes((uint64_t)r->sites[i].spilled, sp, sizeof sp),
-        vx_fmt_bytes((uint64_t)r->sites[i].bytes, by, sizeof by), r->sites[i].count);
+        SITES_Y + 22 + i * 20, i + 1, vx_fmt_bytes(clamp_u64(r->sites[i].spilled), sp, sizeof sp),
+        vx_fmt_bytes(clamp_u64(r->sites[i].bytes), by, sizeof by), r->sites[i].count);
     xml_text(out, stack);
     fputs("</text>\n", out);
   }

@@ -36,5 +36,10 @@ if [ "${VX_TEST_QUICK:-0}" != 1 ]; then
   run_pass "asan+ubsan" build-asan -LE nosan -- -DVX_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug || status=1
   run_pass tsan build-tsan -L threaded -LE nosan -- -DVX_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug || status=1
 fi
+# libFuzzer on every parser, briefly (clang; scripts/fuzz.sh SECONDS for longer).
+if [ "${VX_TEST_QUICK:-0}" != 1 ]; then
+  echo "==== vx test pass: fuzz (build-fuzz)"
+  bash scripts/fuzz.sh 15 || { echo "vx: fuzzing found a failure"; status=1; }
+fi
 if [ $status -eq 0 ]; then echo "vx: all test passes succeeded"; else echo "vx: SOME TEST PASSES FAILED"; fi
 exit $status

@@ -40,8 +40,16 @@ int vx_hook_find(const char *name) {
   return -1;
 }
 
+/* Names whose lookup the driver answers with another entry point:
+ * cudart asks for "cuGraphInstantiate" and, at 12000+, gets
+ * cuGraphInstantiateWithFlags.  Safe, since the match is by pointer too. */
+static const char *base_alias(const char *base) {
+  return !strcmp(base, "cuGraphInstantiate") ? "cuGraphInstantiateWithFlags" : base;
+}
+
 void *vx_hook_for_real(const char *base, const void *real) {
   if (!base || !real) return NULL;
+  base = base_alias(base);
   for (int i = 0; i < VX_HOOK_COUNT; i++)
     if (hook_table[i].family == VX_FAMILY_CU && vx_real_v[i] == real &&
         !strcmp(hook_table[i].base, base))

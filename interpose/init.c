@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include "budget.h"
+#include "exec.h"
+#include "launch.h"
 #include "place.h"
 #include "registry.h"
+#include "spill.h"
 #include "vx.h"
 #if __has_include("stats_shm.h")
 #include "stats_shm.h"
@@ -29,6 +32,8 @@ static const char *vx_getenv(const char *name) {
  * through an update) and re-created in the child, whose only thread has a
  * new id; what the locks guard stays valid there. */
 static void atfork_prepare(void) {
+  graph_atfork_prepare();
+  exec_atfork_prepare();
   budget_atfork_prepare();
   vmm_atfork_prepare();
   place_atfork_prepare();
@@ -39,12 +44,16 @@ static void atfork_parent(void) {
   place_atfork_parent();
   vmm_atfork_parent();
   budget_atfork_parent();
+  exec_atfork_parent();
+  graph_atfork_parent();
 }
 static void atfork_child(void) {
   reg_atfork_child();
   place_atfork_child();
   vmm_atfork_child();
   budget_atfork_child();
+  exec_atfork_child();
+  graph_atfork_child();
 }
 
 /* Returns the new state: 1 active, 2 pass-through. */
@@ -74,6 +83,9 @@ static int start_locked(void) {
     return 2;
   }
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+  spill_init(); /* the NVMe tier; off (said why) or on, never fatal */
+  exec_init();
+  vx_set_launch_observer(vx_launch_predict);
 #ifdef VX_HAVE_STATS_SHM
   if (vx_opt.STATS) vx_stats_shm_publish(vx_ctr, VX_MAX_DEVICES);
 #endif
@@ -120,5 +132,8 @@ int vx_current_device(int *dev) {
 }
 
 __attribute__((destructor)) static void vx_fini(void) {
-  if (__atomic_load_n(&vx_state, __ATOMIC_ACQUIRE) == 1) vx_report_write();
+  if (__atomic_load_n(&vx_state, __ATOMIC_ACQUIRE) != 1) return;
+  exec_fini();
+  vx_report_write();
+  spill_fini();
 }

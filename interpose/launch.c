@@ -1,12 +1,127 @@
 /* Launch hooks: count, hand the launch to the observer (the predictor's
- * hook point), then launch.  No lock, allocation or syscall on this path. */
+ * hook point: vx_launch_predict), then launch.  No allocation or syscall
+ * on this path; one registry read lock when nothing has to move. */
 #include "launch.h"
+
+#include "exec.h"
+#include "observe.h"
+#include "spill.h"
+#include "trace_rec.h"
 #include "vx.h"
 
 static vx_launch_observer_fn launch_observer;
 
 void vx_set_launch_observer(vx_launch_observer_fn fn) {
   __atomic_store_n(&launch_observer, fn, __ATOMIC_RELEASE);
+}
+
+// ---- vx's observer ----
+
+static CUstream launch_stream(const vx_launch_t *l) {
+  int ptsz = l->hook == VX_ID_cuLaunchKernel_ptsz || l->hook == VX_ID_cuLaunchKernelEx_ptsz ||
+             l->hook == VX_ID_cuLaunchCooperativeKernel_ptsz || l->hook == VX_ID_cuGraphLaunch_ptsz;
+  return ptsz && !l->stream ? CU_STREAM_PER_THREAD : l->stream;
+}
+
+/* An error (the legacy stream during another stream's global capture)
+ * counts as capturing: vx then enqueues nothing. */
+static int capturing(CUstream s) {
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  return VX_CALL(cuStreamIsCapturing, s, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+static CUresult resident_set(const obs_set_t *s, CUstream st) {
+  CUdeviceptr p[OBS_MAX_ALLOCS];
+  size_t n[OBS_MAX_ALLOCS];
+  int k = 0;
+  for (int i = 0; i < s->n; i++) {
+    if (s->a[i].tier == VX_TIER_NATIVE) continue;
+    p[k] = s->a[i].base, n[k++] = SPILL_WHOLE;
+  }
+  /* One call: none of the launch's allocations is spilled to make room for
+   * another of them. */
+  return k ? spill_make_resident_many(p, n, k, st) : CUDA_SUCCESS;
+}
+
+/* The spill tier's contract: every allocation the launch reaches is whole
+ * again before the launch is enqueued (the whole allocation, not only from
+ * the pointer on: a kernel may index anywhere in its buffer).  When the
+ * set overflowed, the values are resolved again a few at a time, so that
+ * none is missed. */
+static CUresult make_resident(const obs_set_t *s, const CUdeviceptr *vals, int n, CUstream st) {
+  if (!s->overflow) return resident_set(s, st);
+  for (int at = 0; at < n; at += 16) {
+    obs_set_t part;
+    part.n = part.nonnative = part.overflow = 0;
+    obs_resolve(vals + at, n - at < 16 ? n - at : 16, &part);
+    CUresult r = resident_set(&part, st);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+/* Chunk ranges for the policy: from the lowest pointer into each
+ * allocation to its end.  A kernel may index anywhere past its pointer, so
+ * the rest of the buffer is conservatively in; what lies before the pointer
+ * is not (C semantics: the object a pointer argument names starts there),
+ * which keeps sub-buffers of one big allocation (a framework's caching
+ * allocator) from dragging in the whole segment.  A miss is only a fault:
+ * managed memory stays correct.  The spill tier, where a miss would be data
+ * loss, gets whole allocations (make_resident above). */
+static uint32_t ranges_of(const obs_set_t *s, pol_range_t *r, int nonnative_only, int *dev) {
+  uint32_t n = 0;
+  for (int i = 0; i < s->n; i++) {
+    const vx_alloc_info_t *a = &s->a[i];
+    if ((nonnative_only && a->tier == VX_TIER_NATIVE) || !a->id) continue;
+    uint32_t first = (uint32_t)((s->lo[i] - a->base) >> VX_CHUNK_SHIFT);
+    uint32_t last = (uint32_t)((a->size - 1) >> VX_CHUNK_SHIFT);
+    r[n++] = (pol_range_t){.alloc_id = a->id, .first = first, .count = last - first + 1,
+                           .mode = POL_ACCESS_UNKNOWN};
+    if (*dev < 0) *dev = a->dev;
+  }
+  return n;
+}
+
+/* The launch reaches vals[0..nv) (kernel: 0 = not known yet). */
+static CUresult predict_vals(const vx_launch_t *l, const CUdeviceptr *vals, int nv,
+                             uint64_t kernel) {
+  int tracing = trace_rec_on();
+  if (!tracing && !obs_maybe_nonnative(vals, nv)) return CUDA_SUCCESS; /* all native */
+  obs_set_t s;
+  s.n = s.nonnative = s.overflow = 0;
+  obs_resolve(vals, nv, &s);
+  if (!s.nonnative && !tracing) return CUDA_SUCCESS; /* the hot path ends here */
+  CUstream st = launch_stream(l);
+  if (capturing(st)) return CUDA_SUCCESS; /* recorded, not run: seen at cuGraphLaunch */
+  if (s.nonnative && spill_armed()) {
+    CUresult r = make_resident(&s, vals, nv, st);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  if (!kernel) kernel = obs_kernel_id(l->f);
+  pol_range_t r[OBS_MAX_ALLOCS];
+  int dev = -1;
+  if (tracing) {
+    uint32_t n = ranges_of(&s, r, 0, &dev);
+    if (n) trace_rec_launch(dev, kernel, (uint64_t)(uintptr_t)st, r, n);
+  }
+  dev = -1;
+  uint32_t n = s.nonnative && exec_planning() ? ranges_of(&s, r, 1, &dev) : 0;
+  return n ? exec_launch(dev, kernel, st, r, n) : CUDA_SUCCESS;
+}
+
+static __attribute__((noinline)) CUresult predict_graph(const vx_launch_t *l) {
+  CUdeviceptr vals[OBS_GRAPH_VALS];
+  uint64_t kernel = 1;
+  int nv = graph_values(l->graph, vals, OBS_GRAPH_VALS, &kernel);
+  return predict_vals(l, vals, nv, kernel);
+}
+
+CUresult vx_launch_predict(const vx_launch_t *l) {
+  if (!exec_planning() && !trace_rec_on() && !spill_armed()) return CUDA_SUCCESS; /* demand, static */
+  if (l->graph) return predict_graph(l);
+  CUdeviceptr vals[OBS_MAX_VALS];
+  int nv = obs_values(l->f, l->params, l->extra, vals, OBS_MAX_VALS);
+  return predict_vals(l, vals, nv, 0);
 }
 
 static inline CUresult observe(const vx_launch_t *l, int counter) {

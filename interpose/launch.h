@@ -24,4 +24,18 @@ typedef CUresult (*vx_launch_observer_fn)(const vx_launch_t *launch);
 /* Installs the observer (NULL = none).  Thread-safe. */
 void vx_set_launch_observer(vx_launch_observer_fn fn);
 
+/* vx's observer: the launch's allocations (spilled ones made resident
+ * first: an error there fails the launch), the trace record, and the
+ * predictor's plan.  When every allocation reached is native and no trace
+ * is recorded it returns after the registry lookup. */
+CUresult vx_launch_predict(const vx_launch_t *launch);
+
+/* graph.c: the pointer values of graph exec e's kernel nodes, as collected
+ * at instantiation (at most cap), and the graph's combined kernel id.
+ * Returns how many were written (0 for a graph vx did not see). */
+int graph_values(CUgraphExec e, CUdeviceptr *vals, int cap, uint64_t *kernel);
+void graph_atfork_prepare(void);
+void graph_atfork_parent(void);
+void graph_atfork_child(void);
+
 #endif

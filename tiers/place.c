@@ -6,7 +6,9 @@
 #include <stdlib.h>
 
 #include "budget.h"
+#include "exec.h"
 #include "registry.h"
+#include "spill.h"
 #include "vx.h"
 
 // ---- accounting ----
@@ -20,11 +22,15 @@ static const struct {
     [VX_TIER_APP_MANAGED] = {VX_CTR_alloc_app_managed, VX_CTR_app_managed_bytes},
 };
 
-static void track(const vx_alloc_info_t *a) {
+static uint64_t next_id = 1; /* atomic: allocation ids, never reused */
+
+static void track(vx_alloc_info_t *a) {
+  a->id = __atomic_fetch_add(&next_id, 1, __ATOMIC_RELAXED);
   if (reg_add(a))
     VX_LOG_ONCE(VX_LOG_WARN, "out of memory for bookkeeping: some allocations are not tracked");
   ctr_add(a->dev, tier_ctrs[a->tier].alloc_ctr, 1);
   ctr_cur_add(a->dev, tier_ctrs[a->tier].bytes_ctr, a->size);
+  exec_alloc(a);
 }
 
 /* The memory is gone: its bytes leave the tier and the budget. */
@@ -141,6 +147,7 @@ CUresult place_free(CUdeviceptr p) {
   vx_alloc_info_t a;
   place_drain();
   if (!p || reg_remove(p, &a)) return VX_CALL(cuMemFree_v2, p);
+  spill_forget(a.base, a.size);
   CUresult r = VX_CALL(cuMemFree_v2, p);
   if (r != CUDA_SUCCESS) {
     reg_add(&a); /* still allocated: keep tracking it */
@@ -148,6 +155,7 @@ CUresult place_free(CUdeviceptr p) {
   }
   ctr_add(a.dev, VX_CTR_frees, 1);
   untrack_bytes(&a);
+  exec_free(&a);
   return r;
 }
 
@@ -211,6 +219,7 @@ static CUresult free_async_managed(const vx_alloc_info_t *a, CUstream s) {
   }
   /* No event: the stream is not capturing, so waiting for it is allowed. */
   r = VX_CALL(cuStreamSynchronize, s);
+  spill_forget(a->base, a->size);
   if (r == CUDA_SUCCESS) r = VX_CALL(cuMemFree_v2, a->base);
   if (r == CUDA_SUCCESS) {
     ctr_add(a->dev, VX_CTR_frees, 1);
@@ -234,6 +243,7 @@ CUresult place_free_async(CUdeviceptr p, CUstream s, int ptsz, place_free_async_
     r = free_async_managed(&a, ptsz && !s ? CU_STREAM_PER_THREAD : s);
   }
   if (r != CUDA_SUCCESS) reg_add(&a);
+  else exec_free(&a);
   return r;
 }
 
@@ -252,6 +262,7 @@ void place_drain(void) {
       keep = d;
       continue;
     }
+    spill_forget(d->a.base, d->a.size);
     VX_CALL(cuMemFree_v2, d->a.base);
     VX_CALL(cuEventDestroy_v2, d->ev);
     ctr_add(d->a.dev, VX_CTR_deferred_frees, 1);

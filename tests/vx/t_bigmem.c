@@ -60,10 +60,13 @@ static void check_bound(int ptds) {
   };
   int nhooked = 0;
   for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
-    char ptsz[128], want[128] = "";
+    char ptsz[128], ptds_sym[128], want[128] = "";
     snprintf(ptsz, sizeof ptsz, "%s_ptsz", t[i].sym);
+    snprintf(ptds_sym, sizeof ptds_sym, "%s_ptds", t[i].sym);
     if (ptds && hooked(ptsz))
       snprintf(want, sizeof want, "%s", ptsz);
+    else if (ptds && hooked(ptds_sym))
+      snprintf(want, sizeof want, "%s", ptds_sym);
     else if (hooked(t[i].sym))
       snprintf(want, sizeof want, "%s", t[i].sym);
     Dl_info info;

@@ -20,7 +20,7 @@ static void *racer(void *arg) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW);
   VXT_ASSERT(h);
   for (int i = 0; i < 200; i++) {
-    void *p = dlsym(h, "cuMemAlloc_v2"), *q = dlsym(h, "cuMemcpyHtoD_v2"),
+    void *p = dlsym(h, "cuMemAlloc_v2"), *q = dlsym(h, "cuStreamQuery"),
          *g = dlsym(h, "cuGetProcAddress_v2");
     VXT_ASSERT(in_lib(p, "libvx.so") && in_lib(g, "libvx.so"), "hooked name not vx's");
     VXT_ASSERT(in_lib(q, "libcuda.so.1"), "unhooked name not the driver's");

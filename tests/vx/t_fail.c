@@ -108,6 +108,20 @@ static CUresult graph_launch(int ptsz) {
   return r;
 }
 
+/* cuGraphInstantiateWithFlags / cuGraphExecDestroy on a captured graph. */
+static CUresult graph_make(const char *e) {
+  CUstream s;
+  CUgraph g;
+  CUgraphExec x;
+  VXT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  VXT_CU(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  VXT_CU(cuLaunchKernel(k_nop, 1, 1, 1, 32, 1, 1, 0, s, nop_params, NULL));
+  VXT_CU(cuStreamEndCapture(s, &g));
+  CUresult r = cuGraphInstantiateWithFlags(&x, g, 0);
+  if (!strcmp(e, "cuGraphInstantiateWithFlags") || r != CUDA_SUCCESS) return r;
+  return cuGraphExecDestroy(x);
+}
+
 typedef struct {
   unsigned long long total, free, used;
 } nvml_mem_t;
@@ -124,6 +138,76 @@ static CUresult nvml(int v2) {
   unsigned long long buf[5] = {(unsigned)40 | (2u << 24)};
   VXT_ASSERT(init && handle && mem && init() == 0 && handle(0, &h) == 0);
   return (CUresult)mem(h, buf);
+}
+
+/* Copies, sets and prefetches (interpose/copy.c), reached by dlsym like an
+ * application would; -77 where the simulator lacks the entry point. */
+typedef CUresult (*htod_fn)(CUdeviceptr, const void *, size_t);
+typedef CUresult (*dtoh_fn)(void *, CUdeviceptr, size_t);
+typedef CUresult (*dtod_fn)(CUdeviceptr, CUdeviceptr, size_t);
+typedef CUresult (*peer_fn)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t);
+typedef CUresult (*set8_fn)(CUdeviceptr, unsigned char, size_t);
+typedef CUresult (*set16_fn)(CUdeviceptr, unsigned short, size_t);
+typedef CUresult (*set32_fn)(CUdeviceptr, unsigned int, size_t);
+static CUresult copy_probe(const char *e) {
+  static char host[1 << 16];
+  void *f = entry(e);
+  if (!f) return (CUresult)-77;
+  CUdeviceptr d, d2, m;
+  CUcontext ctx;
+  VXT_CU(cuMemAlloc_v2(&d, MB));
+  VXT_CU(cuMemAlloc_v2(&d2, MB));
+  VXT_CU(cuCtxGetCurrent(&ctx));
+  int async = strstr(e, "Async") != NULL;
+  CUstream s = NULL;
+  if (!strncmp(e, "cuMemcpyHtoD", 12))
+    return async ? ((CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))f)(d, host, 4096, s)
+                 : ((htod_fn)f)(d, host, 4096);
+  if (!strncmp(e, "cuMemcpyDtoH", 12))
+    return async ? ((CUresult(*)(void *, CUdeviceptr, size_t, CUstream))f)(host, d, 4096, s)
+                 : ((dtoh_fn)f)(host, d, 4096);
+  if (!strncmp(e, "cuMemcpyPeer", 12))
+    return async ? ((CUresult(*)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t,
+                                 CUstream))f)(d2, ctx, d, ctx, 4096, s)
+                 : ((peer_fn)f)(d2, ctx, d, ctx, 4096);
+  if (!strncmp(e, "cuMemcpy2D", 10)) {
+    CUDA_MEMCPY2D c = {.srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = d, .srcPitch = 1024,
+                       .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = host, .dstPitch = 1024,
+                       .WidthInBytes = 1024, .Height = 4};
+    return async ? ((CUresult(*)(const CUDA_MEMCPY2D *, CUstream))f)(&c, s)
+                 : ((CUresult(*)(const CUDA_MEMCPY2D *))f)(&c);
+  }
+  if (!strncmp(e, "cuMemcpy3D", 10)) {
+    CUDA_MEMCPY3D c = {.srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = d, .srcPitch = 1024,
+                       .srcHeight = 4, .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = host,
+                       .dstPitch = 1024, .dstHeight = 4, .WidthInBytes = 1024, .Height = 4,
+                       .Depth = 1};
+    return async ? ((CUresult(*)(const CUDA_MEMCPY3D *, CUstream))f)(&c, s)
+                 : ((CUresult(*)(const CUDA_MEMCPY3D *))f)(&c);
+  }
+  if (!strncmp(e, "cuMemcpy", 8)) /* DtoD, cuMemcpy, cuMemcpyAsync */
+    return async ? ((CUresult(*)(CUdeviceptr, CUdeviceptr, size_t, CUstream))f)(d2, d, 4096, s)
+                 : ((dtod_fn)f)(d2, d, 4096);
+  if (!strncmp(e, "cuMemsetD8", 10))
+    return async ? ((CUresult(*)(CUdeviceptr, unsigned char, size_t, CUstream))f)(d, 1, 64, s)
+                 : ((set8_fn)f)(d, 1, 64);
+  if (!strncmp(e, "cuMemsetD16", 11))
+    return async ? ((CUresult(*)(CUdeviceptr, unsigned short, size_t, CUstream))f)(d, 1, 64, s)
+                 : ((set16_fn)f)(d, 1, 64);
+  if (!strncmp(e, "cuMemsetD32", 11))
+    return async ? ((CUresult(*)(CUdeviceptr, unsigned int, size_t, CUstream))f)(d, 1, 64, s)
+                 : ((set32_fn)f)(d, 1, 64);
+  VXT_CU(cuMemAllocManaged(&m, MB, CU_MEM_ATTACH_GLOBAL));
+  CUmemLocation dev = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+  if (!strncmp(e, "cuMemPrefetchBatchAsync", 23)) {
+    size_t n = MB, idx = 0;
+    return ((CUresult(*)(CUdeviceptr *, size_t *, size_t, CUmemLocation *, size_t *, size_t,
+                         unsigned long long, CUstream))f)(&m, &n, 1, &dev, &idx, 1, 0, s);
+  }
+  if (!strncmp(e, "cuMemPrefetchAsync", 18))
+    return ((CUresult(*)(CUdeviceptr, size_t, CUmemLocation, unsigned, CUstream))f)(m, MB, dev, 0,
+                                                                                    s);
+  return (CUresult)-1;
 }
 
 static CUresult probe(const char *e) {
@@ -196,6 +280,9 @@ static CUresult probe(const char *e) {
   if (!strcmp(e, "cuGetProcAddress_v2")) return cuGetProcAddress_v2("cuInit", &hp, 12000, 0, NULL);
   if (!strcmp(e, "nvmlDeviceGetMemoryInfo")) return nvml(0);
   if (!strcmp(e, "nvmlDeviceGetMemoryInfo_v2")) return nvml(1);
+  if (!strncmp(e, "cuGraphInstantiate", 18) || !strcmp(e, "cuGraphExecDestroy")) return graph_make(e);
+  if (!strncmp(e, "cuMemcpy", 8) || !strncmp(e, "cuMemset", 8) || !strncmp(e, "cuMemPrefetch", 13))
+    return copy_probe(e);
   return (CUresult)-1;
 }
 

@@ -1,0 +1,109 @@
+/* CUDA graphs: the pointer arguments of an executable graph's kernel nodes,
+ * collected when it is instantiated, so that cuGraphLaunch can be observed
+ * like the launches it stands for. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "launch.h"
+#include "observe.h"
+#include "vx.h"
+
+#define GRAPH_MAX_VALS OBS_GRAPH_VALS
+
+typedef struct gx {
+  CUgraphExec g;
+  uint64_t kernel; /* combined id of its kernels, in node order */
+  int n;
+  UT_hash_handle hh;
+  CUdeviceptr vals[];
+} gx_t;
+
+static pthread_mutex_t gx_lock = PTHREAD_MUTEX_INITIALIZER;
+static gx_t *gx_tab;
+
+/* Kernel node i's values appended to vals[*n..cap); its id mixed into *k. */
+static void node_values(CUgraphNode node, CUdeviceptr *vals, int *n, int cap, uint64_t *k) {
+  CUgraphNodeType t;
+  CUDA_KERNEL_NODE_PARAMS p;
+  if (VX_CALL(cuGraphNodeGetType, node, &t) != CUDA_SUCCESS || t != CU_GRAPH_NODE_TYPE_KERNEL)
+    return;
+  memset(&p, 0, sizeof p);
+  if (VX_CALL(cuGraphKernelNodeGetParams_v2, node, &p) != CUDA_SUCCESS || !p.func) return;
+  *k = (*k ^ obs_kernel_id(p.func)) * 0x100000001b3ull;
+  *n += obs_values(p.func, p.kernelParams, p.extra, vals + *n, cap - *n);
+}
+
+static gx_t *collect(CUgraphExec e, CUgraph g) {
+  size_t nn = 0;
+  if (VX_CALL(cuGraphGetNodes, g, NULL, &nn) != CUDA_SUCCESS || !nn) return NULL;
+  CUgraphNode *nodes = calloc(nn, sizeof *nodes);
+  gx_t *x = calloc(1, sizeof *x + GRAPH_MAX_VALS * sizeof(CUdeviceptr));
+  if (nodes && x && VX_CALL(cuGraphGetNodes, g, nodes, &nn) == CUDA_SUCCESS) {
+    x->g = e;
+    x->kernel = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < nn && x->n < GRAPH_MAX_VALS; i++)
+      node_values(nodes[i], x->vals, &x->n, GRAPH_MAX_VALS, &x->kernel);
+  } else {
+    free(x);
+    x = NULL;
+  }
+  free(nodes);
+  return x;
+}
+
+static void forget(CUgraphExec e) {
+  gx_t *x;
+  pthread_mutex_lock(&gx_lock);
+  HASH_FIND_PTR(gx_tab, &e, x);
+  if (x) HASH_DEL(gx_tab, x);
+  pthread_mutex_unlock(&gx_lock);
+  free(x);
+}
+
+static void remember(CUgraphExec e, CUgraph g) {
+  gx_t *x = collect(e, g);
+  forget(e); /* a handle the driver reuses */
+  if (!x) return;
+  pthread_mutex_lock(&gx_lock);
+  HASH_ADD_PTR(gx_tab, g, x);
+  pthread_mutex_unlock(&gx_lock);
+}
+
+int graph_values(CUgraphExec e, CUdeviceptr *vals, int cap, uint64_t *kernel) {
+  gx_t *x;
+  int n = 0;
+  pthread_mutex_lock(&gx_lock);
+  HASH_FIND_PTR(gx_tab, &e, x);
+  if (x) {
+    n = x->n < cap ? x->n : cap;
+    memcpy(vals, x->vals, (size_t)n * sizeof *vals);
+    *kernel = x->kernel;
+  }
+  pthread_mutex_unlock(&gx_lock);
+  return n;
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *pe, CUgraph g, unsigned long long flags) {
+  VX_ENTER(on);
+  CUresult r = VX_CALL(cuGraphInstantiateWithFlags, pe, g, flags);
+  if (on && r == CUDA_SUCCESS && pe) remember(*pe, g);
+  return r;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec e) {
+  VX_ENTER(on);
+  if (on) forget(e);
+  return VX_CALL(cuGraphExecDestroy, e);
+}
+
+void graph_atfork_prepare(void) {
+  pthread_mutex_lock(&gx_lock);
+}
+void graph_atfork_parent(void) {
+  pthread_mutex_unlock(&gx_lock);
+}
+void graph_atfork_child(void) {
+  pthread_mutex_init(&gx_lock, NULL);
+}

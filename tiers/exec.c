@@ -1,0 +1,482 @@
+/* Plan execution: per-device policy state (the policy, alloc id -> address
+ * with an "arrived ahead" bit per chunk) and plans turned into prefetches,
+ * evictions and advice through the real driver, outside the lock. */
+#include "exec.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uthash.h>
+
+#include "budget.h"
+#include "observe.h"
+#include "spill.h"
+#include "trace_rec.h"
+#include "vx.h"
+
+#define EX_PLAN_CAP 128
+#define EX_BATCH 64
+#define EX_RING 256 /* events marking the end of recent AHEAD prefetches */
+
+typedef struct ex_alloc {
+  uint64_t id;
+  CUdeviceptr base;
+  size_t size;
+  uint32_t nchunks;
+  UT_hash_handle hh;
+  uint32_t ahead[]; /* per chunk: the AHEAD batch (seq) that brought it in and
+                     * no launch has used since; 0 = none */
+} ex_alloc_t;
+
+/* The side streams: `down` for evictions, `up` for prefetches (so that the
+ * links' two directions overlap: plan k's evictions run while plan k-1's
+ * prefetches land), and a ring of events, one recorded on `up` after each
+ * AHEAD batch: a launch that uses prefetched chunks waits for its batch. */
+typedef struct ex_side {
+  CUstream up, down;
+  CUevent ev[EX_RING];
+  uint32_t seq[EX_RING]; /* atomic: the batch each event was last recorded for */
+} ex_side_t;
+
+typedef struct ex_dev {
+  pthread_mutex_t lock;
+  pol_t *pol;
+  int failed; /* pol_create failed: no plans on this device */
+  uint32_t seq; /* AHEAD batches planned */
+  ex_alloc_t *by_id;
+  ex_side_t *side; /* atomic; created on first use */
+} ex_dev_t;
+
+/* One action of a plan, with its addresses. */
+typedef struct ex_op {
+  CUdeviceptr p;
+  size_t n;
+  uint64_t id;
+  uint32_t first, count;
+  uint8_t op, when, tier, failed;
+  uint32_t seq; /* AHEAD: its batch */
+} ex_op_t;
+
+static ex_dev_t ex_dev[VX_MAX_DEVICES] = {[0 ... VX_MAX_DEVICES - 1] = {
+                                              .lock = PTHREAD_MUTEX_INITIALIZER}};
+static int ex_planning; /* VX_POLICY=predict */
+
+static uint64_t ex_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static ex_dev_t *dev_of(int dev) {
+  return &ex_dev[ctr_slot(dev)];
+}
+
+// ---- set-up ----
+
+void exec_init(void) {
+  ex_planning = vx_opt.POLICY == VX_POLICY_PREDICT;
+  if (!vx_opt.TRACE.s[0]) return;
+  int rc = trace_rec_init(vx_opt.TRACE.s);
+  if (rc) vx_log(VX_LOG_ERROR, "VX_TRACE=%s: cannot create it (%d); no trace", vx_opt.TRACE.s, rc);
+}
+
+void exec_fini(void) {
+  trace_rec_fini();
+}
+
+int exec_observe_all(void) {
+  return trace_rec_on();
+}
+
+int exec_planning(void) {
+  return ex_planning;
+}
+
+/* Device bytes that can hold data: physical minus VX_RESERVE (managed
+ * pages live wherever the device has room, not only under VX_DEVICE_LIMIT,
+ * which governs native placement); native allocations are charged against
+ * it as POL_ALLOC_NATIVE.  The limit when the physical size is unknown. */
+uint64_t exec_capacity(int dev) {
+  if (!budget_ready(dev)) return 0;
+  uint64_t phys = budget_physical(dev), res = vx_size_resolve(&vx_opt.RESERVE, phys);
+  return phys > res ? phys - res : budget_limit(dev);
+}
+
+static int make_policy_locked(ex_dev_t *d, int dev) {
+  if (d->pol || d->failed) return d->pol ? 0 : -1;
+  uint64_t cap = exec_capacity(dev);
+  pol_config_t c;
+  pol_config_default(&c, POL_PREDICT, cap);
+  c.prefetch_distance = (uint32_t)vx_opt.PREFETCH_DISTANCE;
+  c.evict_watermark = (uint32_t)vx_opt.EVICT_WATERMARK;
+  if (vx_opt.NVME_DIR.s[0]) c.host_capacity = vx_size_resolve(&vx_opt.HOST_LIMIT, 0);
+  if (pol_create(&c, &d->pol)) {
+    d->failed = 1;
+    VX_LOG_ONCE(VX_LOG_WARN, "the predictor could not start (device limit %llu): no prefetching",
+                (unsigned long long)cap);
+    return -1;
+  }
+  return 0;
+}
+
+// ---- allocations ----
+
+static ex_alloc_t *entry_new(const vx_alloc_info_t *a) {
+  uint32_t nch = (uint32_t)((a->size + (1ull << VX_CHUNK_SHIFT) - 1) >> VX_CHUNK_SHIFT);
+  ex_alloc_t *e = calloc(1, sizeof *e + (size_t)nch * sizeof e->ahead[0]);
+  if (!e) return NULL;
+  e->id = a->id, e->base = a->base, e->size = a->size, e->nchunks = nch;
+  return e;
+}
+
+void exec_alloc(const vx_alloc_info_t *a) {
+  int native = a->tier == VX_TIER_NATIVE;
+  if (!native) obs_mark(a->base, a->size, 1);
+  trace_rec_alloc(a->dev, a->id, a->base, a->size, native ? POL_ALLOC_NATIVE : 0);
+  if (!ex_planning || !a->id) return;
+  ex_alloc_t *e = native ? NULL : entry_new(a);
+  if (!native && !e) return; /* untracked by the policy: plain managed memory */
+  ex_dev_t *d = dev_of(a->dev);
+  pthread_mutex_lock(&d->lock);
+  int rc = make_policy_locked(d, a->dev);
+  if (!rc) rc = pol_alloc(d->pol, a->id, a->base, a->size, native ? POL_ALLOC_NATIVE : 0, ex_now());
+  if (rc >= 0 && e) {
+    HASH_ADD(hh, d->by_id, id, sizeof e->id, e);
+    e = NULL;
+  }
+  pthread_mutex_unlock(&d->lock);
+  free(e);
+}
+
+void exec_free(const vx_alloc_info_t *a) {
+  if (a->tier != VX_TIER_NATIVE) obs_mark(a->base, a->size, 0);
+  trace_rec_free(a->dev, a->id);
+  if (!ex_planning || !a->id) return;
+  ex_dev_t *d = dev_of(a->dev);
+  ex_alloc_t *e = NULL;
+  pthread_mutex_lock(&d->lock);
+  if (d->pol) {
+    pol_free(d->pol, a->id, ex_now(), NULL); /* dead chunks: nothing to write back */
+    HASH_FIND(hh, d->by_id, &a->id, sizeof a->id, e);
+    if (e) HASH_DEL(d->by_id, e);
+  }
+  pthread_mutex_unlock(&d->lock);
+  free(e);
+}
+
+// ---- planning (under the device lock) ----
+
+static void mark(ex_alloc_t *e, uint32_t first, uint32_t count, uint32_t seq) {
+  for (uint32_t i = first; i < first + count && i < e->nchunks; i++) e->ahead[i] = seq;
+}
+
+/* Seq wrap-around compare: a is later than b. */
+static int seq_after(uint32_t a, uint32_t b) {
+  return (int32_t)(a - b) > 0;
+}
+
+/* Chunks of the launch that an AHEAD prefetch brought in (cleared now);
+ * *wait = the latest batch among them (0 = none). */
+static uint64_t take_hits_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, uint32_t *wait) {
+  uint64_t hits = 0;
+  for (uint32_t k = 0; k < n; k++) {
+    ex_alloc_t *e;
+    HASH_FIND(hh, d->by_id, &r[k].alloc_id, sizeof r[k].alloc_id, e);
+    for (uint32_t i = r[k].first; e && i < r[k].first + r[k].count && i < e->nchunks; i++)
+      if (e->ahead[i]) {
+        if (!*wait || seq_after(e->ahead[i], *wait)) *wait = e->ahead[i];
+        e->ahead[i] = 0;
+        hits++;
+      }
+  }
+  return hits;
+}
+
+/* Plan actions -> ops with addresses; returns the ops written. */
+static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uint64_t *missed) {
+  int n = 0;
+  uint32_t seq = 0;
+  for (uint32_t i = 0; i < pl->n; i++) {
+    const pol_action_t *a = &pl->actions[i];
+    ex_alloc_t *e;
+    HASH_FIND(hh, d->by_id, &a->alloc_id, sizeof a->alloc_id, e);
+    if (!e || a->op == POL_OP_DROP) continue;
+    size_t off = (size_t)a->index << VX_CHUNK_SHIFT;
+    if (off >= e->size && a->op != POL_OP_ADVISE_READ_MOSTLY) continue;
+    ex_op_t *o = &ops[n++];
+    *o = (ex_op_t){.id = a->alloc_id, .first = a->index, .count = a->count, .op = a->op,
+                   .when = a->when, .tier = a->tier};
+    o->p = e->base + (a->op == POL_OP_ADVISE_READ_MOSTLY ? 0 : off);
+    o->n = a->op == POL_OP_ADVISE_READ_MOSTLY ? e->size : e->size - off;
+    if (a->op != POL_OP_ADVISE_READ_MOSTLY && o->n > ((size_t)a->count << VX_CHUNK_SHIFT))
+      o->n = (size_t)a->count << VX_CHUNK_SHIFT;
+    if (a->op == POL_OP_PREFETCH && a->when == POL_REQUIRED) *missed += a->count;
+    seq = 0;
+    if (a->op == POL_OP_PREFETCH && a->when == POL_AHEAD)
+      while (!(seq = ++d->seq)) { /* 0 means none */ }
+    if (a->op == POL_OP_PREFETCH) mark(e, a->index, a->count, a->when == POL_AHEAD ? seq : 0);
+    if (a->op == POL_OP_EVICT) mark(e, a->index, a->count, 0);
+    o->seq = seq;
+  }
+  return n;
+}
+
+/* Tells the policy which moves did not happen. */
+static void feedback(ex_dev_t *d, const ex_op_t *ops, int n) {
+  pthread_mutex_lock(&d->lock);
+  for (int i = 0; i < n; i++) {
+    if (!ops[i].failed || !d->pol) continue;
+    if (ops[i].op == POL_OP_PREFETCH) {
+      pol_chunk_state(d->pol, ops[i].id, ops[i].first, ops[i].count, POL_STATE_HOST);
+      ex_alloc_t *e;
+      HASH_FIND(hh, d->by_id, &ops[i].id, sizeof ops[i].id, e);
+      if (e) mark(e, ops[i].first, ops[i].count, 0);
+    } else if (ops[i].op == POL_OP_EVICT) {
+      pol_chunk_state(d->pol, ops[i].id, ops[i].first, ops[i].count, POL_STATE_DEVICE);
+    }
+  }
+  pthread_mutex_unlock(&d->lock);
+}
+
+// ---- driver calls (no lock held) ----
+
+static CUresult prefetch_many(CUdeviceptr *p, size_t *sz, size_t n, CUmemLocation loc,
+                              CUstream s) {
+  if (VX_REAL_FN(cuMemPrefetchBatchAsync)) {
+    size_t idx = 0;
+    CUresult r = VX_CALL(cuMemPrefetchBatchAsync, p, sz, n, &loc, &idx, 1, 0, s);
+    if (r != CUDA_ERROR_NOT_SUPPORTED) return r;
+  }
+  CUresult first = CUDA_SUCCESS;
+  for (size_t i = 0; i < n; i++) {
+    CUresult r = VX_CALL(cuMemPrefetchAsync_v2, p[i], sz[i], loc, 0, s);
+    if (r != CUDA_SUCCESS && first == CUDA_SUCCESS) first = r;
+  }
+  return first;
+}
+
+/* A run of ops moving to one place, issued as one batch. */
+typedef struct ex_batch {
+  CUdeviceptr p[EX_BATCH];
+  size_t sz[EX_BATCH];
+  ex_op_t *op[EX_BATCH];
+  size_t n;
+  int to_dev;
+} ex_batch_t;
+
+static void batch_flush(ex_batch_t *b, int dev, CUstream s) {
+  if (!b->n) return;
+  CUmemLocation loc = {.type = b->to_dev ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST,
+                       .id = b->to_dev ? dev : 0};
+  /* A chunk in the swap file is discarded memory: prefetching it (either
+   * way) would populate it with indeterminate bytes.  Restore it first;
+   * when that fails the moves are not made (the data stays in the swap). */
+  CUresult r = spill_any() ? spill_make_resident_many(b->p, b->sz, (int)b->n, s) : CUDA_SUCCESS;
+  if (r == CUDA_SUCCESS) r = prefetch_many(b->p, b->sz, b->n, loc, s);
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    b->op[i]->failed = r != CUDA_SUCCESS;
+    bytes += b->sz[i];
+  }
+  if (r == CUDA_SUCCESS) ctr_add(dev, b->to_dev ? VX_CTR_bytes_up : VX_CTR_bytes_down, bytes);
+  b->n = 0;
+}
+
+static void batch_add(ex_batch_t *b, ex_op_t *o, int to_dev, int dev, CUstream s) {
+  if (b->n && (b->to_dev != to_dev || b->n == EX_BATCH)) batch_flush(b, dev, s);
+  b->to_dev = to_dev;
+  b->p[b->n] = o->p, b->sz[b->n] = o->n, b->op[b->n++] = o;
+}
+
+static void advise_read_mostly(ex_op_t *o, int dev) {
+  CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
+  o->failed = VX_CALL(cuMemAdvise_v2, o->p, o->n, CU_MEM_ADVISE_SET_READ_MOSTLY, loc) != CUDA_SUCCESS;
+}
+
+/* The NVMe tier: spill.c writes the chunks out (synchronously, its own lock). */
+static void spill(ex_op_t *o, int dev) {
+  CUdeviceptr base = o->p - ((CUdeviceptr)o->first << VX_CHUNK_SHIFT);
+  if (spill_chunks(base, o->first, o->count) == 0)
+    ctr_add(dev, VX_CTR_bytes_down, o->n);
+  else
+    o->failed = 1;
+}
+
+/* ops[0..n) in plan order on stream s: all of them (sel < 0), only the
+ * evictions (sel = 1) or all but the evictions (sel = 0). */
+static void issue_sel(ex_op_t *ops, int n, int dev, CUstream s, int sel) {
+  ex_batch_t b;
+  b.n = 0;
+  for (int i = 0; i < n; i++) {
+    ex_op_t *o = &ops[i];
+    if (sel >= 0 && (o->op == POL_OP_EVICT) != sel) continue;
+    if (o->op == POL_OP_PREFETCH) {
+      batch_add(&b, o, 1, dev, s);
+    } else if (o->op == POL_OP_EVICT && o->tier == POL_TIER_NVME) {
+      batch_flush(&b, dev, s);
+      spill(o, dev);
+    } else if (o->op == POL_OP_EVICT) {
+      batch_add(&b, o, 0, dev, s);
+    } else if (o->op == POL_OP_ADVISE_READ_MOSTLY) {
+      advise_read_mostly(o, dev);
+    }
+  }
+  batch_flush(&b, dev, s);
+}
+
+static void issue(ex_op_t *ops, int n, int dev, CUstream s) {
+  issue_sel(ops, n, dev, s, -1);
+}
+
+static void issue_only(ex_op_t *ops, int n, int dev, CUstream s, int evictions) {
+  issue_sel(ops, n, dev, s, evictions);
+}
+
+static ex_side_t *side_new(void) {
+  ex_side_t *x = calloc(1, sizeof *x);
+  if (!x) return NULL;
+  int ok = VX_CALL(cuStreamCreate, &x->up, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+           VX_CALL(cuStreamCreate, &x->down, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS;
+  for (int i = 0; ok && i < EX_RING; i++)
+    ok = VX_CALL(cuEventCreate, &x->ev[i], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+  if (ok) return x;
+  free(x); /* the driver objects made so far are left: this happens once */
+  return NULL;
+}
+
+static ex_side_t *side_get(ex_dev_t *d) {
+  ex_side_t *x = __atomic_load_n(&d->side, __ATOMIC_ACQUIRE), *mine;
+  if (x || !(mine = side_new())) return x;
+  /* A lost race leaks one idle stream: cheaper than a lock around the calls. */
+  if (__atomic_compare_exchange_n(&d->side, &x, mine, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return mine;
+  return x;
+}
+
+/* Streams to[0..n) wait for everything enqueued on `after` so far. */
+static int order_after(CUstream after, const CUstream *to, int n) {
+  CUevent ev;
+  if (VX_CALL(cuEventCreate, &ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return -1;
+  CUresult r = VX_CALL(cuEventRecord, ev, after);
+  for (int i = 0; i < n && r == CUDA_SUCCESS; i++) r = VX_CALL(cuStreamWaitEvent, to[i], ev, 0);
+  VX_CALL(cuEventDestroy_v2, ev); /* released once the waits are satisfied */
+  return r == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* The side streams, both made to wait for the work before the launch. */
+static ex_side_t *side_after(ex_dev_t *d, CUstream after) {
+  ex_side_t *x = side_get(d);
+  if (!x) return NULL;
+  CUstream both[2] = {x->down, x->up};
+  return order_after(after, both, 2) ? NULL : x;
+}
+
+/* Marks the end of AHEAD batch `seq` on the side stream. */
+static void side_mark(ex_side_t *x, uint32_t seq) {
+  unsigned slot = seq % EX_RING;
+  if (VX_CALL(cuEventRecord, x->ev[slot], x->up) == CUDA_SUCCESS)
+    __atomic_store_n(&x->seq[slot], seq, __ATOMIC_RELEASE);
+}
+
+/* The AHEAD part but evictions on `up`, each prefetch followed by its
+ * event, so that a launch waits only for the prefetch it needs. */
+static void issue_ahead(ex_op_t *ops, int n, int dev, ex_side_t *x) {
+  for (int i = 0; i < n; i++) {
+    if (ops[i].op == POL_OP_EVICT) continue;
+    issue(ops + i, 1, dev, x->up);
+    if (ops[i].seq && !ops[i].failed) side_mark(x, ops[i].seq);
+  }
+}
+
+/* Stream s waits until batch `seq` has landed.  A slot recorded again since
+ * holds a later batch of the same stream: waiting for it is still right. */
+static void side_wait(ex_dev_t *d, uint32_t seq, CUstream s) {
+  ex_side_t *x = __atomic_load_n(&d->side, __ATOMIC_ACQUIRE);
+  unsigned slot = seq % EX_RING;
+  uint32_t have = x ? __atomic_load_n(&x->seq[slot], __ATOMIC_ACQUIRE) : 0;
+  if (have && !seq_after(seq, have)) VX_CALL(cuStreamWaitEvent, s, x->ev[slot], 0);
+}
+
+static void mark_failed(ex_op_t *ops, int n) {
+  for (int i = 0; i < n; i++)
+    if (ops[i].op == POL_OP_PREFETCH || ops[i].op == POL_OP_EVICT) ops[i].failed = 1;
+}
+
+static void run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s) {
+  int req = 0;
+  while (req < n && ops[req].when == POL_REQUIRED) req++;
+  issue(ops, req, dev, s);
+  if (req == n) return;
+  ex_side_t *x = side_after(d, s);
+  if (!x) {
+    mark_failed(ops + req, n - req);
+    return;
+  }
+  int evicts = 0;
+  for (int i = req; i < n; i++) evicts |= ops[i].op == POL_OP_EVICT;
+  if (evicts) { /* the room first, on the way down; then the way up */
+    issue_only(ops + req, n - req, dev, x->down, 1);
+    if (order_after(x->down, &x->up, 1)) {
+      mark_failed(ops + req, n - req);
+      return;
+    }
+  }
+  issue_ahead(ops + req, n - req, dev, x);
+}
+
+static void count_use(int dev, uint64_t hits, uint64_t missed) {
+  if (hits) {
+    ctr_add(dev, VX_CTR_prefetch_hits, hits);
+    ctr_add(dev, VX_CTR_faults_avoided, (hits + 31) / 32);
+  }
+  if (missed) ctr_add(dev, VX_CTR_prefetch_misses, missed);
+}
+
+CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_t *ranges,
+                     uint32_t n) {
+  if (!ex_planning || !n) return CUDA_SUCCESS;
+  ex_dev_t *d = dev_of(dev);
+  pol_action_t acts[EX_PLAN_CAP];
+  ex_op_t ops[EX_PLAN_CAP];
+  pol_plan_t plan = {.actions = acts, .cap = EX_PLAN_CAP};
+  pol_launch_t l = {.kernel = kernel, .stream = (uint64_t)(uintptr_t)stream, .now = ex_now(),
+                    .ranges = ranges, .nranges = n};
+  uint64_t missed = 0, hits = 0;
+  uint32_t wait = 0;
+  int nops = 0;
+  pthread_mutex_lock(&d->lock);
+  if (d->pol && pol_launch(d->pol, &l, &plan) >= 0) {
+    hits = take_hits_locked(d, ranges, n, &wait);
+    nops = translate_locked(d, &plan, ops, &missed);
+  }
+  pthread_mutex_unlock(&d->lock);
+  count_use(dev, hits, missed);
+  if (!nops && !wait) return CUDA_SUCCESS;
+  if (wait) side_wait(d, wait, stream);
+  run_plan(d, dev, ops, nops, stream);
+  for (int i = 0; i < nops; i++)
+    if (ops[i].failed) {
+      feedback(d, ops, nops);
+      break;
+    }
+  return CUDA_SUCCESS;
+}
+
+// ---- fork ----
+
+void exec_atfork_prepare(void) {
+  for (int i = 0; i < VX_MAX_DEVICES; i++) pthread_mutex_lock(&ex_dev[i].lock);
+  trace_rec_atfork_prepare();
+}
+void exec_atfork_parent(void) {
+  trace_rec_atfork_parent();
+  for (int i = VX_MAX_DEVICES - 1; i >= 0; i--) pthread_mutex_unlock(&ex_dev[i].lock);
+}
+void exec_atfork_child(void) {
+  trace_rec_atfork_child();
+  for (int i = 0; i < VX_MAX_DEVICES; i++) {
+    pthread_mutex_init(&ex_dev[i].lock, NULL);
+    ex_dev[i].side = NULL; /* the parent's stream means nothing here (leaked) */
+  }
+}

@@ -1,0 +1,52 @@
+/* Plan execution: one policy (policy/policy.h) per device fed with
+ * allocations, frees and launches, and its plans carried out through the
+ * real driver: required prefetches on the launch's stream, the rest on a
+ * side stream ordered after the launch stream's earlier work. */
+#ifndef VX_TIERS_EXEC_H
+#define VX_TIERS_EXEC_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+#include "policy.h"
+#include "registry.h"
+
+/* Reads the options in effect (VX_POLICY, VX_PREFETCH_DISTANCE,
+ * VX_EVICT_WATERMARK, VX_HOST_LIMIT) and VX_TRACE.  Called once at start-up
+ * before any hook runs; never fails (a bad trace path is said once). */
+void exec_init(void);
+/* Writes the trace out (at exit). */
+void exec_fini(void);
+
+/* Device bytes the policy may fill (physical minus VX_RESERVE; natives
+ * count against it); 0 before the device's budget is set up. */
+uint64_t exec_capacity(int dev);
+
+/* 1 when launches must be observed even if they reach only native memory
+ * (a trace is being recorded). */
+int exec_observe_all(void);
+/* 1 when the policy makes plans (VX_POLICY=predict). */
+int exec_planning(void);
+
+/* An allocation appeared / was freed by the application (a->id set, a->dev
+ * the device).  Feeds the device's policy (created on first use) and the
+ * trace.  Takes the device's policy lock; no driver call under it. */
+void exec_alloc(const vx_alloc_info_t *a);
+void exec_free(const vx_alloc_info_t *a);
+
+/* A launch on device `dev` reaching ranges[0..n) of vx-tracked non-native
+ * allocations is about to be enqueued on `stream` (already resolved: the
+ * per-thread stream for _ptsz forms), which the caller has checked is not
+ * capturing (nothing of vx's may go into a capture, and a captured launch
+ * does not run now).  Plans and carries out the plan.
+ * Returns CUDA_SUCCESS (plans are hints: a failed prefetch is reported to
+ * the policy, never to the application). */
+CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_t *ranges,
+                     uint32_t n);
+
+/* fork: locks taken before, released in the parent, re-created in the child. */
+void exec_atfork_prepare(void);
+void exec_atfork_parent(void);
+void exec_atfork_child(void);
+
+#endif

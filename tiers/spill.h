@@ -1,0 +1,65 @@
+/* The NVMe tier inside libvx: managed chunks written to the private swap file
+ * and discarded when host memory is over VX_HOST_LIMIT, restored before use. */
+#ifndef VX_TIERS_SPILL_H
+#define VX_TIERS_SPILL_H
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Reads VX_NVME_DIR / VX_NVME_LIMIT / VX_NVME_QD / VX_HOST_LIMIT, probes the
+ * driver (cuMemDiscardBatchAsync) and opens the swap file.  Returns 0 (also
+ * when the tier is simply not configured), or -errno: the tier then stays off
+ * and the reason has been said once on stderr.  Called once from vx's init. */
+int spill_init(void);
+void spill_fini(void);
+
+/* Nonzero when some chunk is in the swap file right now: one relaxed atomic
+ * load, so the launch and copy hooks can skip everything else when 0. */
+int spill_any(void);
+
+/* Makes [p, p+n) readable by work enqueued on stream s after this returns:
+ * every spilled chunk in the range is read back (checksum verified) and
+ * copied into managed memory.  Returns CUDA_SUCCESS, or the error the
+ * application must see for the operation that needed the range
+ * (CUDA_ERROR_UNKNOWN for an I/O error or a checksum mismatch): never stale
+ * or zeroed data.  Ranges outside vx's managed allocations are ignored.
+ * Takes the spill lock; never called with the registry lock held. */
+CUresult spill_make_resident(CUdeviceptr p, size_t n, CUstream s);
+
+/* Spills chunks [first, first+count) of the managed allocation at base
+ * (a policy decision: EVICT to the NVMe tier).  0, or -errno: the data then
+ * stays where it was (nothing is lost).  Never called with the registry
+ * lock held. */
+int spill_chunks(CUdeviceptr base, uint32_t first, uint32_t count);
+
+/* Called after the managed footprint grows: while the bytes vx keeps on the
+ * host exceed VX_HOST_LIMIT, spills the coldest chunks.  0 or -errno (over
+ * the limit, with a warning said once, when the swap file is full or off). */
+int spill_enforce_host_limit(void);
+
+/* The allocation [base, base+size) is being freed: its slots are released,
+ * nothing is written back.  Call before the memory is returned to the driver. */
+void spill_forget(CUdeviceptr base, size_t size);
+
+// ---- added by the spill helper (the functions above are unchanged) ----
+
+/* Nonzero while the NVMe tier is on (swap open): then the copy hooks and
+ * the launch guard track which chunks are used and restore spilled ones.
+ * One relaxed load; 0 when VX_NVME_DIR is unset or the tier failed. */
+int spill_armed(void);
+
+/* As spill_make_resident for several ranges at once: none of them is
+ * chosen to make room for another (use this when one operation needs them
+ * together: a copy's source and destination, a launch's arguments).
+ * n[i] == SPILL_WHOLE: the whole allocation p[i] points into. */
+#define SPILL_WHOLE ((size_t)-1)
+CUresult spill_make_resident_many(const CUdeviceptr *p, const size_t *n, int count, CUstream s);
+
+/* The calling thread's operation, whose ranges it made resident, is
+ * enqueued: they may be spilled again (until then they are pinned; see
+ * spill_int.h).  Launch paths may skip it: a thread's pins also lapse
+ * after its next few calls. */
+void spill_op_done(void);
+
+#endif

@@ -1,0 +1,164 @@
+/* VX_TRACE recording: records encoded with policy/trace.h into a 1 MiB
+ * buffer under one lock, written out when full and at exit. */
+#include "trace_rec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exec.h"
+#include "registry.h"
+#include "trace.h"
+#include "vx.h"
+
+#define TR_BUF (1u << 20)
+
+static pthread_mutex_t tr_lock = PTHREAD_MUTEX_INITIALIZER;
+static int tr_on;     /* atomic: recording */
+static int tr_fd = -1;
+static int tr_ndev;   /* devices in the header; 0 until it is written */
+static unsigned char *tr_buf;
+static size_t tr_len;
+
+static uint64_t tr_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int trace_rec_on(void) {
+  return __atomic_load_n(&tr_on, __ATOMIC_RELAXED);
+}
+
+int trace_rec_init(const char *path) {
+  tr_buf = malloc(TR_BUF);
+  if (!tr_buf) return -ENOMEM;
+  tr_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (tr_fd < 0) {
+    int e = errno;
+    free(tr_buf);
+    tr_buf = NULL;
+    return -e;
+  }
+  __atomic_store_n(&tr_on, 1, __ATOMIC_RELEASE);
+  return 0;
+}
+
+static int write_all_locked(const void *p, size_t n, off_t at) {
+  const unsigned char *b = p;
+  while (n) {
+    ssize_t w = at < 0 ? write(tr_fd, b, n) : pwrite(tr_fd, b, n, at);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -EIO;
+    b += w, n -= (size_t)w;
+    if (at >= 0) at += w;
+  }
+  return 0;
+}
+
+static void header_locked(pol_trace_header_t *h) {
+  h->device_count = (uint32_t)tr_ndev;
+  h->chunk_size = 1ull << VX_CHUNK_SHIFT;
+  for (int d = 0; d < tr_ndev; d++) h->capacity[d] = exec_capacity(d);
+}
+
+/* Writes the buffer; on an I/O error recording stops (said once). */
+static void flush_locked(void) {
+  if (tr_len && write_all_locked(tr_buf, tr_len, -1)) {
+    VX_LOG_ONCE(VX_LOG_WARN, "VX_TRACE: write failed; the trace stops here");
+    __atomic_store_n(&tr_on, 0, __ATOMIC_RELAXED);
+  }
+  tr_len = 0;
+}
+
+/* The header goes first, once the driver can say how many devices exist. */
+static int ensure_header_locked(int ndev) {
+  if (tr_ndev) return 0;
+  tr_ndev = ndev < 1 ? 1 : ndev > POL_TRACE_MAX_DEVICES ? POL_TRACE_MAX_DEVICES : ndev;
+  pol_trace_header_t h = {0};
+  header_locked(&h);
+  int n = pol_trace_write_header(tr_buf, TR_BUF, &h);
+  if (n < 0) return n;
+  tr_len = (size_t)n;
+  return 0;
+}
+
+static int device_count(void) {
+  static int n;
+  int v = __atomic_load_n(&n, __ATOMIC_RELAXED);
+  if (!v) {
+    if (VX_CALL(cuDeviceGetCount, &v) != CUDA_SUCCESS || v < 1) v = 1;
+    __atomic_store_n(&n, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+
+static void record(pol_trace_rec_t *r) {
+  if (!trace_rec_on()) return;
+  int ndev = device_count();
+  r->time = tr_now();
+  pthread_mutex_lock(&tr_lock);
+  if (tr_on && !ensure_header_locked(ndev) && r->device < (uint32_t)tr_ndev) {
+    size_t need = pol_trace_rec_size(r);
+    if (tr_len + need > TR_BUF) flush_locked();
+    int n = pol_trace_encode(tr_buf + tr_len, TR_BUF - tr_len, r);
+    if (n > 0) tr_len += (size_t)n;
+  }
+  pthread_mutex_unlock(&tr_lock);
+}
+
+void trace_rec_alloc(int dev, uint64_t id, uint64_t addr, uint64_t size, uint32_t flags) {
+  pol_trace_rec_t r = {.type = POL_TREC_ALLOC, .device = (uint32_t)dev, .alloc_id = id,
+                       .addr = addr, .size = size, .flags = flags};
+  record(&r);
+}
+
+void trace_rec_free(int dev, uint64_t id) {
+  pol_trace_rec_t r = {.type = POL_TREC_FREE, .device = (uint32_t)dev, .alloc_id = id};
+  record(&r);
+}
+
+void trace_rec_launch(int dev, uint64_t kernel, uint64_t stream, const pol_range_t *rg,
+                      uint32_t n) {
+  pol_trace_rec_t r = {.type = POL_TREC_LAUNCH, .device = (uint32_t)dev, .kernel = kernel,
+                       .stream = stream, .nranges = n, .ranges = (pol_range_t *)rg};
+  record(&r);
+}
+
+void trace_rec_fini(void) {
+  pthread_mutex_lock(&tr_lock);
+  if (tr_fd >= 0) {
+    __atomic_store_n(&tr_on, 0, __ATOMIC_RELAXED);
+    flush_locked();
+    if (tr_ndev) { /* capacities as they ended up (budgets are set lazily) */
+      pol_trace_header_t h = {0};
+      header_locked(&h);
+      int n = pol_trace_write_header(tr_buf, TR_BUF, &h);
+      if (n > 0) write_all_locked(tr_buf, (size_t)n, 0);
+    }
+    close(tr_fd);
+    tr_fd = -1;
+    free(tr_buf);
+    tr_buf = NULL;
+  }
+  pthread_mutex_unlock(&tr_lock);
+}
+
+void trace_rec_atfork_prepare(void) {
+  pthread_mutex_lock(&tr_lock);
+}
+void trace_rec_atfork_parent(void) {
+  pthread_mutex_unlock(&tr_lock);
+}
+void trace_rec_atfork_child(void) {
+  pthread_mutex_init(&tr_lock, NULL);
+  __atomic_store_n(&tr_on, 0, __ATOMIC_RELAXED);
+  tr_len = 0;
+  if (tr_fd >= 0) close(tr_fd); /* the parent's file: never touched here */
+  tr_fd = -1;
+  free(tr_buf);
+  tr_buf = NULL;
+}

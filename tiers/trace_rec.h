@@ -1,0 +1,33 @@
+/* VX_TRACE: the launch trace (policy/TRACE.md) recorded from a live program,
+ * buffered in memory and written when the buffer fills and at exit. */
+#ifndef VX_TIERS_TRACE_REC_H
+#define VX_TIERS_TRACE_REC_H
+
+#include <stdint.h>
+
+#include "policy.h"
+
+/* Creates (truncates) `path` with mode 0600 and turns recording on.
+ * Returns 0 or -errno (recording stays off; the caller says why). */
+int trace_rec_init(const char *path);
+/* Nonzero while recording: one relaxed load, for the launch hot path. */
+int trace_rec_on(void);
+
+/* Records; each takes the trace lock (never held across a driver call) and
+ * may write the buffer out when it is full.  No-ops when recording is off.
+ * flags: 1 = native (not movable), as in TRACE.md. */
+void trace_rec_alloc(int dev, uint64_t id, uint64_t addr, uint64_t size, uint32_t flags);
+void trace_rec_free(int dev, uint64_t id);
+void trace_rec_launch(int dev, uint64_t kernel, uint64_t stream, const pol_range_t *r,
+                      uint32_t n);
+
+/* Writes what is buffered, the final per-device capacities into the header,
+ * and closes the file; recording stops.  Safe to call twice. */
+void trace_rec_fini(void);
+
+/* fork: the child stops recording (the parent owns the file). */
+void trace_rec_atfork_prepare(void);
+void trace_rec_atfork_parent(void);
+void trace_rec_atfork_child(void);
+
+#endif

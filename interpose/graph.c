@@ -4,7 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <uthash.h>
+#include "vxhash.h"
 
 #include "launch.h"
 #include "observe.h"
@@ -67,8 +67,11 @@ static void remember(CUgraphExec e, CUgraph g) {
   forget(e); /* a handle the driver reuses */
   if (!x) return;
   pthread_mutex_lock(&gx_lock);
+  vxhash_oomed = 0;
   HASH_ADD_PTR(gx_tab, g, x);
+  int oomed = vxhash_oomed;
   pthread_mutex_unlock(&gx_lock);
+  if (oomed) free(x); /* the graph's launches then go unobserved: managed memory stays correct */
 }
 
 int graph_values(CUgraphExec e, CUdeviceptr *vals, int cap, uint64_t *kernel) {

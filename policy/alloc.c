@@ -62,8 +62,19 @@ int pol_arec_add(pol_t *p, uint64_t id, uint64_t addr, uint64_t size, struct pol
     c[i].idx = i;
   }
   a->name = name_for(p, size);
+  vxhash_oomed = 0;
   HASH_ADD(hh, p->by_id, id, sizeof a->id, a);
-  HASH_ADD(hn, p->by_name, name, sizeof a->name, a);
+  if (!vxhash_oomed) {
+    HASH_ADD(hn, p->by_name, name, sizeof a->name, a);
+    if (vxhash_oomed) HASH_DELETE(hh, p->by_id, a);
+  }
+  if (vxhash_oomed) {
+    free(a);
+    free(c);
+    return -ENOMEM;
+  }
+  /* by_addr is only a hint for drifting addresses: failing to index it is
+   * harmless (uthash leaves the table as it was). */
   if (addr && !pol_find_addr(p, addr)) HASH_ADD(ha, p->by_addr, addr, sizeof a->addr, a);
   *out = a;
   return 0;

@@ -75,7 +75,12 @@ static int corr_put(struct dum *d, uint64_t key, uint64_t next) {
   if (!c) {
     if (!(c = calloc(1, sizeof *c))) return -ENOMEM;
     c->key = key;
+    vxhash_oomed = 0;
     HASH_ADD(hh, d->corr, key, sizeof c->key, c);
+    if (vxhash_oomed) {
+      free(c);
+      return -ENOMEM;
+    }
   }
   c->next = next;
   return 0;
@@ -102,7 +107,13 @@ static int id_record(pol_t *p, uint64_t id, const pol_launch_t *l) {
     if (a && a->tier == POL_TIER_MANAGED)
       e->r[e->n++] = (struct dum_rng){a->addr, l->ranges[i].first, l->ranges[i].count};
   }
+  vxhash_oomed = 0;
   HASH_ADD(hh, d->ids, id, sizeof e->id, e);
+  if (vxhash_oomed) {
+    free(e->r);
+    free(e);
+    return -ENOMEM;
+  }
   return 0;
 }
 

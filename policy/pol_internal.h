@@ -3,7 +3,7 @@
 #ifndef VX_POL_INTERNAL_H
 #define VX_POL_INTERNAL_H
 
-#include <uthash.h>
+#include "vxhash.h"
 
 #include "policy.h"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <uthash.h>
+#include "vxhash.h"
 
 #include "budget.h"
 #include "observe.h"
@@ -142,8 +142,9 @@ void exec_alloc(const vx_alloc_info_t *a) {
   int rc = make_policy_locked(d, a->dev);
   if (!rc) rc = pol_alloc(d->pol, a->id, a->base, a->size, native ? POL_ALLOC_NATIVE : 0, ex_now());
   if (rc >= 0 && e) {
+    vxhash_oomed = 0;
     HASH_ADD(hh, d->by_id, id, sizeof e->id, e);
-    e = NULL;
+    if (!vxhash_oomed) e = NULL; /* else freed below: the allocation goes unplanned */
   }
   pthread_mutex_unlock(&d->lock);
   free(e);

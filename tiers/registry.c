@@ -6,6 +6,13 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* uthash's default on a failed allocation is exit(-1): never inside the
+ * application.  Non-fatal mode leaves the hash as it was and sets this
+ * (written under reg_lock's write side only). */
+static int reg_oomed;
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) ((void)(obj), reg_oomed = 1)
 #include <uthash.h>
 
 typedef struct reg_alloc {
@@ -52,12 +59,24 @@ static int chunk_insert_locked(uint64_t k, reg_alloc_t *a) {
     c = calloc(1, sizeof *c);
     if (!c) return -ENOMEM;
     c->chunk = k;
+    reg_oomed = 0;
     HASH_ADD(hh, reg_chunks, chunk, sizeof c->chunk, c);
+    if (reg_oomed) {
+      free(c);
+      return -ENOMEM;
+    }
   }
   if (c->n == c->cap) {
     int cap = c->cap ? c->cap * 2 : 2;
     reg_alloc_t **v = realloc(c->v, (size_t)cap * sizeof *v);
-    if (!v) return -ENOMEM;
+    if (!v) {
+      if (c->n == 0) { /* just made: leave no empty chunk behind */
+        HASH_DEL(reg_chunks, c);
+        free(c->v);
+        free(c);
+      }
+      return -ENOMEM;
+    }
     c->v = v;
     c->cap = cap;
   }
@@ -106,8 +125,14 @@ int reg_add(const vx_alloc_info_t *info) {
     if (rc) {
       unindex_locked(a, k - 1); /* the failed chunk got nothing */
     } else {
+      reg_oomed = 0;
       HASH_ADD(hh, reg_by_base, info.base, sizeof a->info.base, a);
-      reg_n++;
+      if (reg_oomed) {
+        unindex_locked(a, last + 1);
+        rc = -ENOMEM;
+      } else {
+        reg_n++;
+      }
     }
   }
   pthread_rwlock_unlock(&reg_lock);

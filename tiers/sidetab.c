@@ -4,6 +4,13 @@
 
 #include <errno.h>
 #include <stdlib.h>
+
+/* uthash's default on a failed allocation is exit(-1): never inside the
+ * application.  Non-fatal mode leaves the table as it was and calls this
+ * hook; the flag is per thread because each table has its own lock. */
+static _Thread_local int sidetab_oomed;
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) ((void)(obj), sidetab_oomed = 1)
 #include <uthash.h>
 
 struct sidetab_entry {
@@ -17,13 +24,14 @@ int sidetab_add(sidetab_t *t, uint64_t key, size_t size, int dev) {
   struct sidetab_entry *e = malloc(sizeof *e), *old;
   if (!e) return -ENOMEM;
   *e = (struct sidetab_entry){.key = key, .size = size, .dev = dev};
+  sidetab_oomed = 0;
   pthread_mutex_lock(&t->lock);
   HASH_FIND(hh, t->head, &key, sizeof key, old);
   if (!old) HASH_ADD(hh, t->head, key, sizeof e->key, e);
   pthread_mutex_unlock(&t->lock);
-  if (old) {
+  if (old || sidetab_oomed) {
     free(e);
-    return -EEXIST;
+    return old ? -EEXIST : -ENOMEM;
   }
   return 0;
 }

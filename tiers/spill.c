@@ -14,7 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <uthash.h>
+#include "vxhash.h"
 
 #include "budget.h"
 #include "nvme.h"
@@ -75,7 +75,12 @@ static spill_rec_t *rec_new_locked(const vx_alloc_info_t *a) {
     return NULL;
   }
   memset(r->slot, 0xff, r->nchunks * sizeof *r->slot);
+  vxhash_oomed = 0;
   HASH_ADD(hh, recs, base, sizeof r->base, r);
+  if (vxhash_oomed) {
+    rec_free(r);
+    return NULL;
+  }
   return r;
 }
 

@@ -10,7 +10,9 @@
 #include "launch.h"
 #include "place.h"
 #include "registry.h"
+#include "secure.h"
 #include "spill.h"
+#include "timeline.h"
 #include "vx.h"
 #if __has_include("stats_shm.h")
 #include "stats_shm.h"
@@ -32,6 +34,7 @@ static const char *vx_getenv(const char *name) {
  * through an update) and re-created in the child, whose only thread has a
  * new id; what the locks guard stays valid there. */
 static void atfork_prepare(void) {
+  timeline_atfork_prepare();
   graph_atfork_prepare();
   exec_atfork_prepare();
   budget_atfork_prepare();
@@ -46,6 +49,7 @@ static void atfork_parent(void) {
   budget_atfork_parent();
   exec_atfork_parent();
   graph_atfork_parent();
+  timeline_atfork_parent();
 }
 static void atfork_child(void) {
   reg_atfork_child();
@@ -54,11 +58,16 @@ static void atfork_child(void) {
   budget_atfork_child();
   exec_atfork_child();
   graph_atfork_child();
+  timeline_atfork_child();
 }
 
 /* Returns the new state: 1 active, 2 pass-through. */
 static int start_locked(void) {
   char err[512];
+  if (vx_secure_exec()) { /* setuid/setgid: stay passive; read no VX_*, write nothing */
+    vx_real_init();
+    return 2;
+  }
   if (vx_options_load(&vx_opt, vx_getenv, err, sizeof err)) {
     if (vx_opt.STRICT) {
       vx_log(VX_LOG_ERROR, "%s; VX_STRICT=1, so the program stops here", err);
@@ -86,6 +95,7 @@ static int start_locked(void) {
   spill_init(); /* the NVMe tier; off (said why) or on, never fatal */
   exec_init();
   vx_set_launch_observer(vx_launch_predict);
+  timeline_init(); /* VX_REPORT: the sampler thread */
 #ifdef VX_HAVE_STATS_SHM
   if (vx_opt.STATS) vx_stats_shm_publish(vx_ctr, VX_MAX_DEVICES);
 #endif
@@ -134,6 +144,7 @@ int vx_current_device(int *dev) {
 __attribute__((destructor)) static void vx_fini(void) {
   if (__atomic_load_n(&vx_state, __ATOMIC_ACQUIRE) != 1) return;
   exec_fini();
+  timeline_fini();
   vx_report_write();
   spill_fini();
 }

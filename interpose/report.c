@@ -1,14 +1,20 @@
-/* The exit summary (VX_REPORT): per device limit, peak and current bytes per
- * tier, allocations by tier, fallbacks, frees and hook calls, as text or
- * JSON (path ending in .json).  Reads only vx's counters: no driver calls. */
+/* The exit summary (VX_REPORT): command line, per device counters, the
+ * timeline and the top allocation sites, as text or JSON (path ending in
+ * .json).  Reads only vx's own state: no driver calls. */
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "budget.h"
 #include "registry.h"
+#include "sites.h"
+#include "timeline.h"
 #include "vx.h"
+
+#define REPORT_CMD_MAX 1024 /* bytes of /proc/self/cmdline kept */
+#define REPORT_TOP_SITES 20
 
 struct report_out {
   int fd;
@@ -38,10 +44,126 @@ static void out_text(void *arg, const char *text) {
   }
 }
 
+// ---- parts: command line, timeline, sites ----
+
+/* The command line, arguments separated by spaces, truncated. */
+static void command_line(char *buf, size_t len) {
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+  if (fd >= 0) close(fd);
+  if (n < 0) n = 0;
+  while (n > 0 && buf[n - 1] == 0)
+    n--;
+  for (ssize_t i = 0; i < n; i++)
+    if (buf[i] == 0) buf[i] = ' ';
+  buf[n] = 0;
+}
+
+/* text as a JSON string literal (quotes included). */
+static void out_json_str(struct report_out *o, const char *text) {
+  char esc[8];
+  out_text(o, "\"");
+  for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+    if (*p == '"' || *p == '\\') {
+      snprintf(esc, sizeof esc, "\\%c", *p);
+    } else if (*p < 0x20 || *p == 0x7f) {
+      snprintf(esc, sizeof esc, "\\u%04x", *p);
+    } else {
+      esc[0] = (char)*p, esc[1] = 0;
+    }
+    out_text(o, esc);
+  }
+  out_text(o, "\"");
+}
+
+static tl_sample_t samples[TL_MAX_SAMPLES];
+static site_stat_t sites[SITES_MAX];
+
+static void json_timeline(struct report_out *o) {
+  char line[256];
+  size_t n = timeline_copy(samples, TL_MAX_SAMPLES);
+  out_text(o, ",\"timeline\":[");
+  for (size_t i = 0; i < n; i++) {
+    const tl_sample_t *s = &samples[i];
+    snprintf(line, sizeof line,
+             "%s{\"t\":%.3f,\"native\":%llu,\"managed\":%llu,\"host\":%llu,\"nvme\":%llu,"
+             "\"bytes_up\":%llu,\"bytes_down\":%llu}",
+             i ? "," : "", s->t, (unsigned long long)s->native, (unsigned long long)s->managed,
+             (unsigned long long)s->host, (unsigned long long)s->nvme, (unsigned long long)s->up,
+             (unsigned long long)s->down);
+    out_text(o, line);
+  }
+  out_text(o, "]");
+}
+
+static int by_spilled(const void *a, const void *b) {
+  const site_stat_t *x = a, *y = b;
+  if (x->spilled != y->spilled) return x->spilled < y->spilled ? 1 : -1;
+  return (x->bytes < y->bytes) - (x->bytes > y->bytes);
+}
+
+/* The recorded sites, largest spill first; returns how many (all of them). */
+static size_t top_sites(uint64_t *dropped) {
+  size_t n = sites_copy(sites, SITES_MAX, dropped);
+  qsort(sites, n, sizeof *sites, by_spilled);
+  return n;
+}
+
+static void json_sites(struct report_out *o) {
+  char line[256];
+  uint64_t dropped;
+  size_t n = top_sites(&dropped);
+  snprintf(line, sizeof line, ",\"sites_recorded\":%zu,\"sites_dropped_allocs\":%llu,\"sites\":[",
+           n, (unsigned long long)dropped);
+  out_text(o, line);
+  for (size_t i = 0; i < n && i < REPORT_TOP_SITES; i++) {
+    const site_stat_t *s = &sites[i];
+    snprintf(line, sizeof line,
+             "%s{\"bytes_spilled\":%llu,\"bytes\":%llu,\"live_bytes\":%llu,\"count\":%llu,"
+             "\"stack\":[",
+             i ? "," : "", (unsigned long long)s->spilled, (unsigned long long)s->bytes,
+             (unsigned long long)s->live, (unsigned long long)s->count);
+    out_text(o, line);
+    for (int f = 0; f < s->nframes; f++) {
+      sites_symbol(s->frames[f], line, sizeof line);
+      if (f) out_text(o, ",");
+      out_json_str(o, line);
+    }
+    out_text(o, "]}");
+  }
+  out_text(o, "]");
+}
+
+static void text_sites(struct report_out *o) {
+  char line[320], sym[256];
+  uint64_t dropped;
+  size_t n = top_sites(&dropped);
+  snprintf(line, sizeof line, "top allocation sites (by bytes spilled; %zu recorded):\n", n);
+  out_text(o, line);
+  for (size_t i = 0; i < n && i < REPORT_TOP_SITES; i++) {
+    const site_stat_t *s = &sites[i];
+    snprintf(line, sizeof line, "  %2zu. spilled %llu, bytes %llu, count %llu\n", i + 1,
+             (unsigned long long)s->spilled, (unsigned long long)s->bytes,
+             (unsigned long long)s->count);
+    out_text(o, line);
+    for (int f = 0; f < s->nframes && f < 4; f++) {
+      sites_symbol(s->frames[f], sym, sizeof sym);
+      snprintf(line, sizeof line, "      %s\n", sym);
+      out_text(o, line);
+    }
+  }
+}
+
+// ---- the two formats ----
+
 static void report_json(struct report_out *o, const vx_counters_t *c, int ndev) {
   char line[256];
-  snprintf(line, sizeof line, "{\"vx\":\"0.1.0\",\"pid\":%d,\"tracked\":%zu,\"devices\":[",
-           (int)getpid(), reg_count());
+  static char cmd[REPORT_CMD_MAX];
+  command_line(cmd, sizeof cmd);
+  snprintf(line, sizeof line, "{\"vx\":\"0.1.0\",\"pid\":%d,\"command\":", (int)getpid());
+  out_text(o, line);
+  out_json_str(o, cmd);
+  snprintf(line, sizeof line, ",\"tracked\":%zu,\"devices\":[", reg_count());
   out_text(o, line);
   for (int d = 0; d < ndev; d++) {
     snprintf(line, sizeof line, "%s{\"device\":%d,\"physical_bytes\":%llu,\"limit_bytes\":%llu,",
@@ -51,7 +173,10 @@ static void report_json(struct report_out *o, const vx_counters_t *c, int ndev) 
     vx_counters_print_one(&c[d], 1, 1, out_text, o);
     out_text(o, "}");
   }
-  out_text(o, "]}\n");
+  out_text(o, "]");
+  json_timeline(o);
+  if (vx_opt.SITES) json_sites(o);
+  out_text(o, "}\n");
 }
 
 static void report_text(struct report_out *o, const vx_counters_t *c, int ndev) {
@@ -65,6 +190,7 @@ static void report_text(struct report_out *o, const vx_counters_t *c, int ndev) 
     out_text(o, line);
     vx_counters_print_one(&c[d], 0, 0, out_text, o);
   }
+  if (vx_opt.SITES) text_sites(o);
 }
 
 void vx_report_write(void) {

@@ -18,7 +18,10 @@ function(vx_add_test)
       "VX_TEST_SRC_DIR=${CMAKE_SOURCE_DIR}"
       "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=1"
       "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
-      "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1")
+      "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1"
+      # Every simulated device has the same UUID, so tests running side by
+      # side would share one budget ledger; the ledger tests turn it on.
+      "VX_LEDGER=off")
   if(T_PRELOAD)
     if(VX_SAN_RUNTIME)
       list(APPEND env "LD_PRELOAD=${VX_SAN_RUNTIME}:${CMAKE_BINARY_DIR}/libvx.so")

@@ -2,12 +2,14 @@
  * and the deferred release of managed memory freed with cuMemFreeAsync. */
 #include "place.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 
 #include "budget.h"
 #include "exec.h"
 #include "registry.h"
+#include "sites.h"
 #include "spill.h"
 #include "vx.h"
 
@@ -24,19 +26,35 @@ static const struct {
 
 static uint64_t next_id = 1; /* atomic: allocation ids, never reused */
 
-static void track(vx_alloc_info_t *a) {
+/* Registers and counts an allocation.  Returns 0, or -ENOMEM when the
+ * registry cannot hold it: then nothing is counted and its budget charge is
+ * returned (an untracked pointer's free goes to the driver untouched). */
+static int track(vx_alloc_info_t *a) {
   a->id = __atomic_fetch_add(&next_id, 1, __ATOMIC_RELAXED);
-  if (reg_add(a))
+  if (reg_add(a)) {
     VX_LOG_ONCE(VX_LOG_WARN, "out of memory for bookkeeping: some allocations are not tracked");
+    budget_release(a->dev, a->charged);
+    a->charged = 0;
+    return -ENOMEM;
+  }
   ctr_add(a->dev, tier_ctrs[a->tier].alloc_ctr, 1);
   ctr_cur_add(a->dev, tier_ctrs[a->tier].bytes_ctr, a->size);
   exec_alloc(a);
+  sites_record(a); /* VX_SITES=1: the caller's stack */
+  return 0;
 }
 
 /* The memory is gone: its bytes leave the tier and the budget. */
 static void untrack_bytes(const vx_alloc_info_t *a) {
   ctr_cur_sub(a->dev, tier_ctrs[a->tier].bytes_ctr, a->size);
   budget_release(a->dev, a->charged);
+  sites_forget(a);
+}
+
+/* A still-allocated pointer goes back into the registry (its free failed);
+ * if even that fails vx forgets it, and its bytes leave the counters. */
+static void retrack(const vx_alloc_info_t *a) {
+  if (reg_add(a)) untrack_bytes(a);
 }
 
 // ---- placement ----
@@ -111,10 +129,16 @@ CUresult place_alloc(CUdeviceptr *dptr, size_t size, place_native_fn native, voi
     a.charged = 0;
   }
   CUresult r = VX_CALL(cuMemAllocManaged, &a.base, size, CU_MEM_ATTACH_GLOBAL);
+  if (r == CUDA_SUCCESS && track(&a)) {
+    /* Untracked managed memory would reach the driver's cuMemFreeAsync,
+     * which rejects it: give it back and report what the device lacks. */
+    VX_CALL(cuMemFree_v2, a.base);
+    ctr_add(dev, VX_CTR_alloc_failures, 1);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   if (r == CUDA_SUCCESS) {
     advise(a.base, size, dev, a.tier);
     if (fallback_from != CUDA_SUCCESS) ctr_add(dev, VX_CTR_managed_fallbacks, 1);
-    track(&a);
     *dptr = a.base;
     return r;
   }
@@ -150,7 +174,7 @@ CUresult place_free(CUdeviceptr p) {
   spill_forget(a.base, a.size);
   CUresult r = VX_CALL(cuMemFree_v2, p);
   if (r != CUDA_SUCCESS) {
-    reg_add(&a); /* still allocated: keep tracking it */
+    retrack(&a); /* still allocated: keep tracking it */
     return r;
   }
   ctr_add(a.dev, VX_CTR_frees, 1);
@@ -161,7 +185,8 @@ CUresult place_free(CUdeviceptr p) {
 
 struct deferred {
   vx_alloc_info_t a;
-  CUevent ev;
+  CUevent ev; /* NULL: not armed yet (the stream's capture status was unknown) */
+  CUstream s; /* the stream the free was ordered on */
   struct deferred *next;
 };
 
@@ -179,33 +204,58 @@ static void defer_push_locked(struct deferred *list) {
   }
 }
 
-/* Release after the event: 0, or -1 when vx must fall back. */
-static int defer_free(const vx_alloc_info_t *a, CUstream s) {
+/* Records the event after which d's memory may go: 0, or -1 (d->ev NULL). */
+static int defer_arm(struct deferred *d) {
+  if (VX_CALL(cuEventCreate, &d->ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    d->ev = NULL;
+    return -1;
+  }
+  if (VX_CALL(cuEventRecord, d->ev, d->s) != CUDA_SUCCESS) {
+    VX_CALL(cuEventDestroy_v2, d->ev);
+    d->ev = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+/* Queues a's release: after an event recorded on s now (armed = 1), or,
+ * when s's capture status is unknown (armed = 0), once place_drain finds s
+ * not capturing and arms it.  0, or -1 when vx must fall back. */
+static int defer_free(const vx_alloc_info_t *a, CUstream s, int armed) {
   struct deferred *d = malloc(sizeof *d);
   if (!d) return -1;
-  if (VX_CALL(cuEventCreate, &d->ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+  *d = (struct deferred){.a = *a, .s = s};
+  if (armed && defer_arm(d)) {
     free(d);
     return -1;
   }
-  if (VX_CALL(cuEventRecord, d->ev, s) != CUDA_SUCCESS) {
-    VX_CALL(cuEventDestroy_v2, d->ev);
-    free(d);
-    return -1;
-  }
-  d->a = *a;
-  d->next = NULL;
   pthread_mutex_lock(&defer_lock);
   defer_push_locked(d);
   pthread_mutex_unlock(&defer_lock);
   return 0;
 }
 
+/* An unarmed entry: armed now if its stream is known not to be capturing. */
+static int defer_try_arm(struct deferred *d) {
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (VX_CALL(cuStreamIsCapturing, d->s, &st) != CUDA_SUCCESS ||
+      st != CU_STREAM_CAPTURE_STATUS_NONE)
+    return -1;
+  return defer_arm(d);
+}
+
 /* vx's managed pointer given to cuMemFreeAsync (the driver would reject it). */
 static CUresult free_async_managed(const vx_alloc_info_t *a, CUstream s) {
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
   CUresult r = VX_CALL(cuStreamIsCapturing, s, &st);
-  if (r != CUDA_SUCCESS) return r;
-  if (st != CU_STREAM_CAPTURE_STATUS_NONE) {
+  if (r != CUDA_SUCCESS && defer_free(a, s, 0) == 0) {
+    /* vx's own query failed: not the application's error.  The stream may
+     * be capturing, so nothing is enqueued on it now; place_drain asks
+     * again and releases the memory after the stream's work. */
+    ctr_add(a->dev, VX_CTR_frees, 1);
+    return CUDA_SUCCESS;
+  }
+  if (r != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE) {
     /* Never touch a capturing stream; the graph may still use the memory
      * when it runs, so it is kept until exit. */
     VX_LOG_ONCE(VX_LOG_WARN, "managed memory freed inside a stream capture is kept until exit");
@@ -213,7 +263,7 @@ static CUresult free_async_managed(const vx_alloc_info_t *a, CUstream s) {
     ctr_add(a->dev, VX_CTR_frees, 1);
     return CUDA_SUCCESS;
   }
-  if (defer_free(a, s) == 0) {
+  if (defer_free(a, s, 1) == 0) {
     ctr_add(a->dev, VX_CTR_frees, 1);
     return CUDA_SUCCESS;
   }
@@ -242,8 +292,10 @@ CUresult place_free_async(CUdeviceptr p, CUstream s, int ptsz, place_free_async_
   } else {
     r = free_async_managed(&a, ptsz && !s ? CU_STREAM_PER_THREAD : s);
   }
-  if (r != CUDA_SUCCESS) reg_add(&a);
-  else exec_free(&a);
+  if (r != CUDA_SUCCESS)
+    retrack(&a);
+  else
+    exec_free(&a);
   return r;
 }
 
@@ -257,7 +309,7 @@ void place_drain(void) {
   while (list) {
     struct deferred *d = list;
     list = d->next;
-    if (VX_CALL(cuEventQuery, d->ev) == CUDA_ERROR_NOT_READY) {
+    if ((!d->ev && defer_try_arm(d)) || VX_CALL(cuEventQuery, d->ev) == CUDA_ERROR_NOT_READY) {
       d->next = keep;
       keep = d;
       continue;

@@ -1,5 +1,6 @@
 /* top.c: `vx top`: every vx process of this user, refreshing: per device the
- * bytes in each tier against its limit, migration and NVMe rates, prefetch hits. */
+ * bytes in each tier against its limit, migration and NVMe rates, prefetch hits,
+ * and each process's share of every GPU's shared budget. */
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
@@ -123,3 +124,8 @@ int vx_cmd_top(int argc, char **argv) {
   if (once) count = 1;
   return loop(interval, count, !once && isatty(STDOUT_FILENO), (pid_t)pid);
 }
+
+/* The shared-budget reader (tiers/ledger.c) compiled into the tool here, as
+ * tools/CMakeLists.txt builds the tools/ sources but no tiers/ one.  If that
+ * file ever adds tiers/ledger.c to vx-cli, delete this line. */
+#include "../tiers/ledger.c"

@@ -1,10 +1,14 @@
 /* topframe.c: one `vx top` frame: per process and device, tier bars against
- * limits, migration/NVMe rates from deltas, prefetch hit rate; <= 80 columns. */
+ * limits, migration/NVMe rates from deltas, prefetch hit rate, and each
+ * process's share of every GPU's shared budget (the ledger); <= 80 columns. */
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "../tiers/ledger.h"
 #include "cli.h"
 #include "cli_top.h"
 #include "stats_shm.h"
@@ -201,6 +205,56 @@ static void prune(vx_top_state_t *st) {
   st->n = k;
 }
 
+// ---- shared budgets: one ledger per GPU, one share per vx process ----
+
+struct ledger_rows {
+  ledger_entry_t e[LEDGER_SLOTS];
+  int n;
+  uint64_t total;
+};
+
+static void ledger_collect(const ledger_entry_t *e, void *arg) {
+  struct ledger_rows *r = arg;
+  if (r->n == LEDGER_SLOTS) return;
+  r->e[r->n++] = *e;
+  r->total += e->bytes;
+}
+
+/* One ledger: a header, then each live process's share and its part of
+ * the total reserved.  Nothing when no process holds a slot (or, with a
+ * PID given, when that process is not among them). */
+static void ledger_show(vx_top_state_t *st, const char *key) {
+  struct ledger_rows r = {.n = 0};
+  vx_ledger_t *l = ledger_observe_key(key, NULL, 0);
+  if (!l) return;
+  ledger_list(l, ledger_collect, &r);
+  ledger_close(l);
+  int mine = !st->only;
+  for (int i = 0; i < r.n; i++)
+    mine |= r.e[i].pid == st->only;
+  if (!r.n || !mine) return;
+  char b1[16], b2[24];
+  emit(st, "");
+  emit(st, "GPU %.32s shared: %d process%s, %s reserved", key, r.n, r.n == 1 ? "" : "es",
+       vx_fmt_bytes(r.total, b1, sizeof b1));
+  for (int i = 0; i < r.n; i++)
+    emit(st, "  PID %-7d share %8s %5.1f%% [%s]", (int)r.e[i].pid,
+         vx_fmt_bytes(r.e[i].bytes, b1, sizeof b1),
+         r.total ? 100.0 * (double)r.e[i].bytes / (double)r.total : 0.0,
+         bar(r.e[i].bytes, r.total, b2));
+}
+
+/* Every ledger segment of this user in /dev/shm (vx-ledger-<euid>-<key>). */
+static void ledgers(vx_top_state_t *st) {
+  char prefix[48];
+  int plen = snprintf(prefix, sizeof prefix, "vx-ledger-%u-", (unsigned)geteuid());
+  DIR *d = opendir("/dev/shm");
+  if (!d) return;
+  for (struct dirent *e; (e = readdir(d));)
+    if (!strncmp(e->d_name, prefix, (size_t)plen)) ledger_show(st, e->d_name + plen);
+  closedir(d);
+}
+
 void vx_top_frame(vx_top_state_t *st, FILE *out, int width, double interval) {
   char clock[16];
   time_t t = time(NULL);
@@ -215,6 +269,7 @@ void vx_top_frame(vx_top_state_t *st, FILE *out, int width, double interval) {
   st->nprocs = 0;
   int n = vx_procs_each(show_proc, st);
   prune(st);
+  ledgers(st);
   if (mem) fclose(mem);
   st->out = out;
   emit(st, "vx top - %s  %d process%s  every %.1fs  q quits", clock, st->nprocs,

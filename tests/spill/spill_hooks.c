@@ -207,7 +207,7 @@ int main(int argc, char **argv) {
   vxt_tmpname(dir, sizeof dir, ".swap");
   VXT_ASSERT(mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
   snprintf(e_dir, sizeof e_dir, "VX_NVME_DIR=%s", dir);
-  const char *env[] = {"SIMCUDA_VRAM=128M", "VX_HOST_LIMIT=16M", e_dir, NULL};
+  const char *env[] = {"SIMCUDA_VRAM=128M", "VX_DEVICE_LIMIT=0", "VX_HOST_LIMIT=16M", e_dir, NULL};
   const char *args[] = {NULL};
   static vxt_run_t r;
   VXT_ASSERT(vxt_run(&r, 1, env, args) == 0);

@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
   snprintf(e_dir, sizeof e_dir, "VX_NVME_DIR=%s", dir);
   snprintf(e_rep, sizeof e_rep, "VX_REPORT=%s", report);
   /* 48 MiB of data, 12 MiB of host allowed */
-  const char *env[] = {"SIMCUDA_VRAM=64M", "VX_HOST_LIMIT=12M", e_dir, e_rep, NULL};
+  const char *env[] = {"SIMCUDA_VRAM=64M", "VX_DEVICE_LIMIT=0", "VX_HOST_LIMIT=12M", e_dir, e_rep, NULL};
   const char *args[] = {NULL};
   static vxt_run_t r;
   VXT_ASSERT(vxt_run(&r, 1, env, args) == 0);

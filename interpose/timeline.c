@@ -1,0 +1,170 @@
+/* The report's timeline: a sampler thread (started only with VX_REPORT)
+ * reads vx's counters every period into a bounded ring, halving it when full. */
+#include "timeline.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+#include "ctr.h"
+#include "vx.h"
+
+static pthread_mutex_t tl_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t tl_cond; /* CLOCK_MONOTONIC; signalled to stop */
+static tl_sample_t tl_ring[TL_MAX_SAMPLES];
+static size_t tl_n;
+static unsigned tl_period = TL_FIRST_PERIOD_MS;
+static struct timespec tl_start;
+static pthread_t tl_thread;
+static int tl_running; /* under tl_lock: a sampler thread exists */
+static int tl_stop;    /* under tl_lock: the sampler must leave */
+static int tl_active;  /* atomic: timeline_init ran (VX_REPORT set) */
+
+// ---- sampling ----
+
+static double since_start(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (double)(now.tv_sec - tl_start.tv_sec) + (now.tv_nsec - tl_start.tv_nsec) * 1e-9;
+}
+
+static uint64_t ld(int dev, int id) {
+  return __atomic_load_n(&vx_ctr[dev].v[id], __ATOMIC_RELAXED);
+}
+
+static void read_sample(tl_sample_t *s) {
+  *s = (tl_sample_t){.t = since_start()};
+  int ndev = ctr_devices();
+  for (int d = 0; d < ndev && d < VX_MAX_DEVICES; d++) {
+    s->native += ld(d, VX_CTR_native_bytes);
+    s->managed += ld(d, VX_CTR_managed_bytes);
+    s->host += ld(d, VX_CTR_host_tier_bytes) + ld(d, VX_CTR_host_held_bytes);
+    s->nvme += ld(d, VX_CTR_nvme_bytes);
+    s->up += ld(d, VX_CTR_bytes_up);
+    s->down += ld(d, VX_CTR_bytes_down);
+  }
+}
+
+/* Keeps every other sample (the first and, by the caller, the newest). */
+static void decimate_locked(void) {
+  for (size_t i = 1; 2 * i < tl_n; i++)
+    tl_ring[i] = tl_ring[2 * i];
+  tl_n = (tl_n + 1) / 2;
+  tl_period *= 2;
+}
+
+static void add_sample_locked(void) {
+  if (tl_n == TL_MAX_SAMPLES) decimate_locked();
+  read_sample(&tl_ring[tl_n++]);
+}
+
+// ---- the sampler thread ----
+
+static void deadline(struct timespec *ts, unsigned ms) {
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  ts->tv_sec += ms / 1000;
+  ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts->tv_nsec >= 1000000000L) {
+    ts->tv_sec++;
+    ts->tv_nsec -= 1000000000L;
+  }
+}
+
+static void *sampler(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&tl_lock);
+  while (!tl_stop) {
+    struct timespec ts;
+    deadline(&ts, tl_period);
+    int rc = 0;
+    while (!tl_stop && rc != ETIMEDOUT)
+      rc = pthread_cond_timedwait(&tl_cond, &tl_lock, &ts);
+    if (!tl_stop) add_sample_locked();
+  }
+  pthread_mutex_unlock(&tl_lock);
+  return NULL;
+}
+
+/* Returns 0 or -errno.  Caller holds tl_lock. */
+static int start_locked(void) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old); /* the thread inherits the mask */
+  tl_stop = 0;
+  int rc = pthread_create(&tl_thread, NULL, sampler, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  tl_running = rc == 0;
+  return -rc;
+}
+
+static void init_cond(void) {
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&tl_cond, &ca);
+  pthread_condattr_destroy(&ca);
+}
+
+// ---- public ----
+
+int timeline_init(void) {
+  if (!vx_opt.REPORT.s[0]) return 0;
+  init_cond();
+  clock_gettime(CLOCK_MONOTONIC, &tl_start);
+  pthread_mutex_lock(&tl_lock);
+  add_sample_locked();
+  int rc = start_locked();
+  pthread_mutex_unlock(&tl_lock);
+  __atomic_store_n(&tl_active, 1, __ATOMIC_RELEASE);
+  if (rc) vx_log(VX_LOG_WARN, "no timeline sampler thread (%d): the report has few samples", rc);
+  return rc;
+}
+
+void timeline_fini(void) {
+  if (!__atomic_load_n(&tl_active, __ATOMIC_ACQUIRE)) return;
+  pthread_mutex_lock(&tl_lock);
+  int join = tl_running;
+  tl_stop = 1;
+  tl_running = 0;
+  pthread_cond_broadcast(&tl_cond);
+  pthread_mutex_unlock(&tl_lock);
+  if (join) pthread_join(tl_thread, NULL);
+  timeline_sample();
+}
+
+void timeline_sample(void) {
+  if (!__atomic_load_n(&tl_active, __ATOMIC_ACQUIRE)) return;
+  pthread_mutex_lock(&tl_lock);
+  add_sample_locked();
+  pthread_mutex_unlock(&tl_lock);
+}
+
+size_t timeline_copy(tl_sample_t *out, size_t max) {
+  pthread_mutex_lock(&tl_lock);
+  size_t n = tl_n < max ? tl_n : max;
+  for (size_t i = 0; i < n; i++)
+    out[i] = tl_ring[i];
+  pthread_mutex_unlock(&tl_lock);
+  return n;
+}
+
+unsigned timeline_period_ms(void) {
+  pthread_mutex_lock(&tl_lock);
+  unsigned p = tl_period;
+  pthread_mutex_unlock(&tl_lock);
+  return p;
+}
+
+void timeline_atfork_prepare(void) {
+  pthread_mutex_lock(&tl_lock);
+}
+void timeline_atfork_parent(void) {
+  pthread_mutex_unlock(&tl_lock);
+}
+void timeline_atfork_child(void) {
+  pthread_mutex_init(&tl_lock, NULL);
+  if (!__atomic_load_n(&tl_active, __ATOMIC_RELAXED)) return;
+  init_cond();
+  tl_running = 0;
+}

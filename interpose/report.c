@@ -184,6 +184,11 @@ static void report_text(struct report_out *o, const vx_counters_t *c, int ndev) 
   snprintf(line, sizeof line, "vx summary (pid %d, %zu allocations still tracked)\n", (int)getpid(),
            reg_count());
   out_text(o, line);
+  static char cmd[REPORT_CMD_MAX];
+  command_line(cmd, sizeof cmd);
+  out_text(o, "command: ");
+  out_text(o, cmd);
+  out_text(o, "\n");
   for (int d = 0; d < ndev; d++) {
     snprintf(line, sizeof line, "device %d: physical %llu bytes, limit %llu bytes\n", d,
              (unsigned long long)budget_physical(d), (unsigned long long)budget_limit(d));

@@ -9,14 +9,14 @@
 
 #include "vx.h"
 
-#define SITES_PROBE 64       /* bounded probing: a full table never stalls a hook */
-#define PTRS_MAX (1u << 16)  /* allocations whose site is remembered for the free */
+#define SITES_PROBE 64      /* bounded probing: a full table never stalls a hook */
+#define PTRS_MAX (1u << 16) /* allocations whose site is remembered for the free */
 #define PTR_EMPTY 0
 #define PTR_TOMB 1
 
 typedef struct site {
-  uint64_t key;   /* atomic: stack hash, 0 = empty slot */
-  int ready;      /* atomic: frames written (release) */
+  uint64_t key; /* atomic: stack hash, 0 = empty slot */
+  int ready;    /* atomic: frames written (release) */
   int nframes;
   void *frames[SITES_FRAMES];
   uint64_t count, bytes, live, spilled; /* atomic */
@@ -63,7 +63,7 @@ static uint64_t hash_frames(void *const *f, int n) {
     h *= 0x100000001b3ull;
   }
   h ^= h >> 29;
-  return h > PTR_TOMB ? h : h + 2;
+  return h ? h : 1; /* 0 marks an empty slot */
 }
 
 /* The slot of stack f (claimed if new), or -1 when the table is full. */

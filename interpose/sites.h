@@ -8,8 +8,8 @@
 
 #include "registry.h"
 
-#define SITES_MAX 1024   /* distinct stacks kept; later ones are counted as dropped */
-#define SITES_FRAMES 16  /* frames kept per stack, vx's own frames skipped */
+#define SITES_MAX 1024  /* distinct stacks kept; later ones are counted as dropped */
+#define SITES_FRAMES 16 /* frames kept per stack, vx's own frames skipped */
 
 /* One site as the report sees it. */
 typedef struct site_stat {

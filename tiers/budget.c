@@ -36,6 +36,11 @@ static uint64_t physical_less_reserve(uint64_t physical, const vx_options_t *o) 
   return physical - reserve;
 }
 
+uint64_t budget_usable(int dev) {
+  struct budget *b = budget_of(dev);
+  return b && budget_ready(dev) ? physical_less_reserve(b->physical, &vx_opt) : 0;
+}
+
 /* Limit: VX_DEVICE_LIMIT for this device (bytes or % of physical), else
  * physical minus VX_RESERVE. */
 static uint64_t budget_resolve(int dev, uint64_t physical, const vx_options_t *o) {

@@ -22,6 +22,10 @@ int budget_device_init(int dev, uint64_t physical, const vx_options_t *o);
 int budget_ready(int dev);
 uint64_t budget_limit(int dev);
 uint64_t budget_physical(int dev);
+/* Physical memory minus VX_RESERVE (the reserve capped at a quarter of the
+ * device): what native and managed data together may occupy.  0 when the
+ * device is not initialised. */
+uint64_t budget_usable(int dev);
 uint64_t budget_used(int dev);
 /* Charges n bytes if they fit under the limit and the shared ledger grants
  * them (other live vx processes' shares leave room): returns 1 (charged)

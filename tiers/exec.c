@@ -96,11 +96,9 @@ int exec_planning(void) {
 /* Device bytes that can hold data: physical minus VX_RESERVE (managed
  * pages live wherever the device has room, not only under VX_DEVICE_LIMIT,
  * which governs native placement); native allocations are charged against
- * it as POL_ALLOC_NATIVE.  The limit when the physical size is unknown. */
+ * it as POL_ALLOC_NATIVE. */
 uint64_t exec_capacity(int dev) {
-  if (!budget_ready(dev)) return 0;
-  uint64_t phys = budget_physical(dev), res = vx_size_resolve(&vx_opt.RESERVE, phys);
-  return phys > res ? phys - res : budget_limit(dev);
+  return budget_usable(dev);
 }
 
 static int make_policy_locked(ex_dev_t *d, int dev) {
@@ -270,11 +268,12 @@ static void batch_flush(ex_batch_t *b, int dev, CUstream s) {
   if (!b->n) return;
   CUmemLocation loc = {.type = b->to_dev ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST,
                        .id = b->to_dev ? dev : 0};
-  /* A chunk in the swap file is discarded memory: prefetching it (either
-   * way) would populate it with indeterminate bytes.  Restore it first;
-   * when that fails the moves are not made (the data stays in the swap). */
-  CUresult r = spill_any() ? spill_make_resident_many(b->p, b->sz, (int)b->n, s) : CUDA_SUCCESS;
-  if (r == CUDA_SUCCESS) r = prefetch_many(b->p, b->sz, b->n, loc, s);
+  /* A chunk in the swap file may be prefetched too: that populates
+   * discarded memory with indeterminate bytes, but the spill record stays
+   * authoritative, and every operation that reaches the chunk restores it
+   * from the swap first (launch, copy, set, the application's prefetch).
+   * Restoring here instead would take the launch path's pins away. */
+  CUresult r = prefetch_many(b->p, b->sz, b->n, loc, s);
   uint64_t bytes = 0;
   for (size_t i = 0; i < b->n; i++) {
     b->op[i]->failed = r != CUDA_SUCCESS;
@@ -334,6 +333,14 @@ static void issue_only(ex_op_t *ops, int n, int dev, CUstream s, int evictions) 
   issue_sel(ops, n, dev, s, evictions);
 }
 
+static void side_destroy(ex_side_t *x) {
+  for (int i = 0; i < EX_RING; i++)
+    if (x->ev[i]) VX_CALL(cuEventDestroy_v2, x->ev[i]);
+  if (x->up) VX_CALL(cuStreamDestroy_v2, x->up);
+  if (x->down) VX_CALL(cuStreamDestroy_v2, x->down);
+  free(x);
+}
+
 static ex_side_t *side_new(void) {
   ex_side_t *x = calloc(1, sizeof *x);
   if (!x) return NULL;
@@ -342,16 +349,18 @@ static ex_side_t *side_new(void) {
   for (int i = 0; ok && i < EX_RING; i++)
     ok = VX_CALL(cuEventCreate, &x->ev[i], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
   if (ok) return x;
-  free(x); /* the driver objects made so far are left: this happens once */
+  side_destroy(x);
   return NULL;
 }
 
 static ex_side_t *side_get(ex_dev_t *d) {
   ex_side_t *x = __atomic_load_n(&d->side, __ATOMIC_ACQUIRE), *mine;
   if (x || !(mine = side_new())) return x;
-  /* A lost race leaks one idle stream: cheaper than a lock around the calls. */
+  /* Racing creators each make a set; the losers destroy theirs (cheaper
+   * than a lock held around driver calls). */
   if (__atomic_compare_exchange_n(&d->side, &x, mine, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
     return mine;
+  side_destroy(mine);
   return x;
 }
 

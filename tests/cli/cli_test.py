@@ -340,7 +340,10 @@ def test_pty():
     try:
         for key in ("q", "ctrl-c"):
             out = os.path.join(tempfile.mkdtemp(), "tty")
-            r = subprocess.run([helper("cli_pty"), out, "3", key, VX, "top", "--interval", "0.2"],
+            # Only our segment: other vx processes (tests running beside this one)
+            # would push it off the pseudo-terminal's 24 rows.
+            r = subprocess.run([helper("cli_pty"), out, "3", key, VX, "top", str(seg.pid),
+                                "--interval", "0.2"],
                                capture_output=True, text=True, timeout=30)
             check(r.returncode == 0, f"{key}: {r.stdout} {r.stderr}")
             text = open(out, encoding="utf-8", errors="replace").read()

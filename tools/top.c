@@ -125,7 +125,3 @@ int vx_cmd_top(int argc, char **argv) {
   return loop(interval, count, !once && isatty(STDOUT_FILENO), (pid_t)pid);
 }
 
-/* The shared-budget reader (tiers/ledger.c) compiled into the tool here, as
- * tools/CMakeLists.txt builds the tools/ sources but no tiers/ one.  If that
- * file ever adds tiers/ledger.c to vx-cli, delete this line. */
-#include "../tiers/ledger.c"

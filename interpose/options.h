@@ -88,7 +88,7 @@ typedef struct {
 int vx_option_count(void);
 /* NULL when i is out of range. */
 const vx_option_info_t *vx_option_info(int i);
-/* Index of "VX_NAME" or "NAME", or -1. */
+/* Index of the option named VX_<name> or <name>, or -1. */
 int vx_option_find(const char *name);
 /* Option i's value in o as text (the form it can be parsed back from).
  * Returns 0, or -EINVAL for a bad index. */

@@ -44,6 +44,10 @@ static uint64_t full_at;   /* spilled chunk count when the swap said ENOSPC; 0 =
 static uint64_t published; /* host_held_bytes as last published */
 static int no_discard;     /* the driver refused a discard: no more spills */
 static uint64_t gens;      /* record generations */
+/* Bumped (under spill_mu) whenever a record is forgotten: a registry lookup
+ * made before spill_mu was taken is stale if this moved in between (the
+ * allocation may be freed, its address reused), and is then made again. */
+static uint64_t forgets;
 
 static size_t chunk_len(const spill_rec_t *r, uint32_t i) {
   size_t lo = (size_t)i * CHUNK;
@@ -365,11 +369,16 @@ CUresult spill_make_resident_many(const CUdeviceptr *p, const size_t *n, int cou
   CUdeviceptr lo[SPILL_PIN_RANGES];
   size_t len[SPILL_PIN_RANGES];
   if (!spill_armed()) return CUDA_SUCCESS;
-  int k = lookup_ranges(p, n, count, a, lo, len, SPILL_PIN_RANGES);
-  if (!k) return CUDA_SUCCESS;
   spill_pinset_t *ps = spill_pinset(); /* NULL (no memory): nothing pinned */
-  int rc = 0;
-  pthread_mutex_lock(&spill_g.mu);
+  int rc = 0, k;
+  for (;;) {
+    uint64_t seen = __atomic_load_n(&forgets, __ATOMIC_ACQUIRE);
+    k = lookup_ranges(p, n, count, a, lo, len, SPILL_PIN_RANGES);
+    if (!k) return CUDA_SUCCESS;
+    pthread_mutex_lock(&spill_g.mu);
+    if (forgets == seen) break;
+    pthread_mutex_unlock(&spill_g.mu); /* a free raced with the lookup */
+  }
   uint64_t now = ++clock_now;
   spill_pin_t *call = ps ? spill_pin_call_locked(ps) : NULL;
   for (int i = 0; i < k; i++) {
@@ -393,8 +402,13 @@ CUresult spill_make_resident(CUdeviceptr p, size_t n, CUstream s) {
 int spill_chunks(CUdeviceptr base, uint32_t first, uint32_t count) {
   vx_alloc_info_t a;
   if (!spill_armed()) return -ENOSYS;
-  if (reg_lookup(base, &a) || a.base != base || !spillable(&a)) return -EINVAL;
-  pthread_mutex_lock(&spill_g.mu);
+  for (;;) {
+    uint64_t seen = __atomic_load_n(&forgets, __ATOMIC_ACQUIRE);
+    if (reg_lookup(base, &a) || a.base != base || !spillable(&a)) return -EINVAL;
+    pthread_mutex_lock(&spill_g.mu);
+    if (forgets == seen) break;
+    pthread_mutex_unlock(&spill_g.mu); /* a free raced with the lookup */
+  }
   spill_rec_t *r = rec_get_locked(&a);
   int rc = r ? 0 : -ENOMEM;
   victim_t v[SPILL_BATCH];
@@ -424,6 +438,7 @@ void spill_forget(CUdeviceptr base, size_t size) {
   pthread_mutex_lock(&spill_g.mu);
   HASH_FIND(hh, recs, &base, sizeof base, r);
   if (r) rec_drop_locked(r);
+  __atomic_store_n(&forgets, forgets + 1, __ATOMIC_RELEASE);
   publish_locked();
   pthread_mutex_unlock(&spill_g.mu);
 }

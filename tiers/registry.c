@@ -7,13 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* uthash's default on a failed allocation is exit(-1): never inside the
- * application.  Non-fatal mode leaves the hash as it was and sets this
- * (written under reg_lock's write side only). */
-static int reg_oomed;
-#define HASH_NONFATAL_OOM 1
-#define uthash_nonfatal_oom(obj) ((void)(obj), reg_oomed = 1)
-#include <uthash.h>
+/* uthash in non-fatal mode: a failed allocation sets vxhash_oomed. */
+#include "vxhash.h"
 
 typedef struct reg_alloc {
   vx_alloc_info_t info;
@@ -59,9 +54,9 @@ static int chunk_insert_locked(uint64_t k, reg_alloc_t *a) {
     c = calloc(1, sizeof *c);
     if (!c) return -ENOMEM;
     c->chunk = k;
-    reg_oomed = 0;
+    vxhash_oomed = 0;
     HASH_ADD(hh, reg_chunks, chunk, sizeof c->chunk, c);
-    if (reg_oomed) {
+    if (vxhash_oomed) {
       free(c);
       return -ENOMEM;
     }
@@ -125,9 +120,9 @@ int reg_add(const vx_alloc_info_t *info) {
     if (rc) {
       unindex_locked(a, k - 1); /* the failed chunk got nothing */
     } else {
-      reg_oomed = 0;
+      vxhash_oomed = 0;
       HASH_ADD(hh, reg_by_base, info.base, sizeof a->info.base, a);
-      if (reg_oomed) {
+      if (vxhash_oomed) {
         unindex_locked(a, last + 1);
         rc = -ENOMEM;
       } else {

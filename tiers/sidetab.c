@@ -5,13 +5,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
-/* uthash's default on a failed allocation is exit(-1): never inside the
- * application.  Non-fatal mode leaves the table as it was and calls this
- * hook; the flag is per thread because each table has its own lock. */
-static _Thread_local int sidetab_oomed;
-#define HASH_NONFATAL_OOM 1
-#define uthash_nonfatal_oom(obj) ((void)(obj), sidetab_oomed = 1)
-#include <uthash.h>
+/* uthash in non-fatal mode: a failed allocation sets vxhash_oomed. */
+#include "vxhash.h"
 
 struct sidetab_entry {
   uint64_t key;
@@ -24,12 +19,12 @@ int sidetab_add(sidetab_t *t, uint64_t key, size_t size, int dev) {
   struct sidetab_entry *e = malloc(sizeof *e), *old;
   if (!e) return -ENOMEM;
   *e = (struct sidetab_entry){.key = key, .size = size, .dev = dev};
-  sidetab_oomed = 0;
+  vxhash_oomed = 0;
   pthread_mutex_lock(&t->lock);
   HASH_FIND(hh, t->head, &key, sizeof key, old);
   if (!old) HASH_ADD(hh, t->head, key, sizeof e->key, e);
   pthread_mutex_unlock(&t->lock);
-  if (old || sidetab_oomed) {
+  if (old || vxhash_oomed) {
     free(e);
     return old ? -EEXIST : -ENOMEM;
   }

@@ -8,6 +8,11 @@
 #   THREADED  label "threaded": scripts/test.sh also runs it under TSan.
 # Every test sees the simulated driver first on LD_LIBRARY_PATH, skips with
 # exit code 77, and gets VX_TEST_BIN_DIR (the build tree's root).
+# TIMEOUT is how long the test takes on a quiet machine at most; CTest's
+# limit is VX_TEST_TIMEOUT_SCALE (default 4) times that, so that a busy CI
+# machine or a sanitizer build never turns a slow test into a failure:
+# timeouts catch hangs, they are not timing assertions.
+set(VX_TEST_TIMEOUT_SCALE 4 CACHE STRING "CTest timeout = TIMEOUT x this")
 
 function(vx_add_test)
   cmake_parse_arguments(T "PRELOAD;THREADED" "NAME;TIMEOUT" "COMMAND;ENV;LABELS" ${ARGN})
@@ -37,6 +42,7 @@ function(vx_add_test)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
+  math(EXPR T_TIMEOUT "${T_TIMEOUT} * ${VX_TEST_TIMEOUT_SCALE}")
   set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "${env}" SKIP_RETURN_CODE 77
                        TIMEOUT ${T_TIMEOUT} LABELS "${labels}")
 endfunction()

@@ -2,10 +2,13 @@
 # work the same everywhere.
 #
 # vx_add_test(NAME name COMMAND cmd... [PRELOAD] [THREADED] [ENV k=v...]
-#             [TIMEOUT s] [LABELS l...])
+#             [TIMEOUT s] [LABELS l...] [DRIVER V])
 #   PRELOAD   run with build/libvx.so in LD_PRELOAD (the sanitizer runtime,
 #             if any, goes first, as the dynamic linker requires);
 #   THREADED  label "threaded": scripts/test.sh also runs it under TSan.
+#   DRIVER V  run against the simulated driver of release V (12000, 12020,
+#             12040, 12080 or 13000): tests/simcuda/driver-V/libcuda.so.1
+#             first on LD_LIBRARY_PATH, SIMCUDA_DRIVER_VERSION=V.
 # Every test sees the simulated driver first on LD_LIBRARY_PATH, skips with
 # exit code 77, and gets VX_TEST_BIN_DIR (the build tree's root).
 # TIMEOUT is how long the test takes on a quiet machine at most; CTest's
@@ -15,10 +18,14 @@
 set(VX_TEST_TIMEOUT_SCALE 4 CACHE STRING "CTest timeout = TIMEOUT x this")
 
 function(vx_add_test)
-  cmake_parse_arguments(T "PRELOAD;THREADED" "NAME;TIMEOUT" "COMMAND;ENV;LABELS" ${ARGN})
+  cmake_parse_arguments(T "PRELOAD;THREADED" "NAME;TIMEOUT;DRIVER" "COMMAND;ENV;LABELS" ${ARGN})
   add_test(NAME ${T_NAME} COMMAND ${T_COMMAND})
+  set(libpath "${CMAKE_BINARY_DIR}/tests/simcuda")
+  if(T_DRIVER)
+    set(libpath "${CMAKE_BINARY_DIR}/tests/simcuda/driver-${T_DRIVER}:${libpath}")
+  endif()
   set(env
-      "LD_LIBRARY_PATH=${CMAKE_BINARY_DIR}/tests/simcuda"
+      "LD_LIBRARY_PATH=${libpath}"
       "VX_TEST_BIN_DIR=${CMAKE_BINARY_DIR}"
       "VX_TEST_SRC_DIR=${CMAKE_SOURCE_DIR}"
       "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=1"
@@ -33,6 +40,9 @@ function(vx_add_test)
     else()
       list(APPEND env "LD_PRELOAD=${CMAKE_BINARY_DIR}/libvx.so")
     endif()
+  endif()
+  if(T_DRIVER)
+    list(APPEND env "SIMCUDA_DRIVER_VERSION=${T_DRIVER}")
   endif()
   list(APPEND env ${T_ENV})
   set(labels ${T_LABELS})

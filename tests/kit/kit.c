@@ -8,6 +8,15 @@
 
 #include "kit.h"
 
+/* Weak, the entry points newer than CUDA 12.0 in kit_api.def: against an
+ * older driver (tests/simcuda/driver-V) one it lacks is NULL in the linked
+ * table instead of failing the program's start.  (Not all of them: with
+ * only weak references the linker would drop libcuda.so.1 as not needed.) */
+#pragma weak cuMemPrefetchAsync_v2
+#pragma weak cuMemAdvise_v2
+#pragma weak cuEventElapsedTime_v2
+#pragma weak cuFuncGetParamInfo
+
 kit_api_t kit_cu;
 static int bound;
 static CUmodule last_module;

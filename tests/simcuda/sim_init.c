@@ -135,6 +135,7 @@ static void boot(void) {
   err |= env_num("SIMCUDA_DEV_GBPS", 2000, &devbw);
   err |= env_num("SIMCUDA_FAULT_NS", 45000, &fault);
   err |= env_num("SIMCUDA_LAUNCH_NS", 3000, &launch);
+  err |= sim_driver_check(); /* SIMCUDA_DRIVER_VERSION */
   const char *f = getenv("SIMCUDA_FAIL");
   if (f && *f && sim_fail_parse(f) != 0) {
     sim_log("simcuda: bad SIMCUDA_FAIL='%s' (entry:N[+][:code],...)", f);
@@ -175,7 +176,7 @@ SIM_API CUresult cuInit(unsigned int flags) {
 SIM_API CUresult cuDriverGetVersion(int *v) {
   SIM_ENTER(cuDriverGetVersion);
   if (!v) return CUDA_ERROR_INVALID_VALUE;
-  *v = 13000;
+  *v = sim_driver_version();
   return CUDA_SUCCESS;
 }
 

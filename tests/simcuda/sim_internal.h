@@ -126,6 +126,10 @@ struct sim_chunk {
   int8_t pf_type, pf_dev; /* last prefetch location: CUmemLocationType */
   uint32_t accessed_by;   /* bit d: device d */
   sim_chunk *prev, *next; /* device LRU */
+  /* movement: thrash resolution (sim_managed.c) */
+  uint8_t evicted;    /* pushed off a device by memory pressure since it came */
+  uint8_t refaults;   /* faults back in after such an eviction (saturates) */
+  uint8_t thrash_pin; /* the driver pinned it to host memory: mapped, not migrated */
 };
 
 typedef struct sim_alloc {
@@ -311,6 +315,16 @@ typedef struct sim_graph {
 sim_graph *sim_graph_new(void);
 int sim_graph_append(sim_graph *g, sim_op *op);
 void sim_graph_free(sim_graph *g);
+
+/* ---- driver release (sim_driver.c; movement) ---- */
+/* The CUDA version the simulator imitates (SIMCUDA_DRIVER_VERSION or the
+ * driver-V variant; 13000 by default): cuDriverGetVersion returns it and
+ * cuGetProcAddress hides every entry point newer than it. */
+int sim_driver_version(void);
+/* -EINVAL when SIMCUDA_DRIVER_VERSION is bad (said on stderr), else 0. */
+int sim_driver_check(void);
+/* The release a driver-V variant was linked for; 0 in the full library. */
+int sim_variant_version(void);
 
 /* ---- logging ---- */
 void sim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -19,11 +19,14 @@ static const proc_row procs[] = {
 
 #define NPROCS (sizeof procs / sizeof procs[0])
 
-/* The newest row of `base` with version <= v and the given stream kind. */
+/* The newest row of `base` with version <= v and the given stream kind.
+ * Rows newer than the driver release imitated do not exist at all: a
+ * symbol with none left is not found (what an older driver says). */
 static const proc_row *pick(const char *base, int v, int ptds, int *seen) {
   const proc_row *best = NULL;
+  int driver = sim_driver_version();
   for (size_t i = 0; i < NPROCS; i++) {
-    if (strcmp(procs[i].base, base) != 0) continue;
+    if (strcmp(procs[i].base, base) != 0 || procs[i].version > driver) continue;
     *seen = 1;
     if (procs[i].ptds != ptds || procs[i].version > v) continue;
     if (!best || procs[i].version >= best->version) best = &procs[i];

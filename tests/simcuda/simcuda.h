@@ -82,7 +82,8 @@ simcuda_register_kernel_fn_t simcuda_find_register(void);
   X(host_backing_bytes)    /* host memory now backing managed data */          \
   X(host_backing_peak)                                                         \
   X(device_used_bytes)     /* device memory in use (native + resident) */      \
-  X(device_used_peak)
+  X(device_used_peak)                                                          \
+  X(thrash_pins)           /* chunks the thrash logic pinned to host memory */
 
 typedef struct simcuda_stats {
 #define SIMCUDA_FIELD(n) uint64_t n;
@@ -112,7 +113,10 @@ int simcuda_proc_row(int i, const char **sym);
  * SIMCUDA_DEV_GBPS (2000), SIMCUDA_FAULT_NS (45000), SIMCUDA_LAUNCH_NS (3000);
  * SIMCUDA_FAIL=entry:N[+][:code],... (code: a CUDA_ERROR_* name or number;
  * default OUT_OF_MEMORY for allocation entry points, UNKNOWN otherwise);
- * SIMCUDA_LOG=procaddr (one stderr line per lookup); SIMCUDA_STATS=1.
+ * SIMCUDA_LOG=procaddr (one stderr line per lookup); SIMCUDA_STATS=1;
+ * SIMCUDA_DRIVER_VERSION=12000|12020|12040|12080|13000 (13000: the release
+ * imitated; the driver-V/ variants of libcuda.so.1 also hide from dlsym what
+ * that release lacks).
  * A bad value makes cuInit fail with CUDA_ERROR_NO_DEVICE, saying why. */
 
 #ifdef __cplusplus

@@ -106,6 +106,104 @@ START_TEST(every_row_resolves) {
 }
 END_TEST
 
+// ---- movement: older driver releases (SIMCUDA_DRIVER_VERSION, driver-V/) ----
+
+static void lacks(CUresult (*gpa)(const char *, void **, int, cuuint64_t,
+                                  CUdriverProcAddressQueryResult *),
+                  const char *name) {
+  void *fn = (void *)1;
+  CUdriverProcAddressQueryResult st = 99;
+  ck_assert_msg(gpa(name, &fn, 13000, 0, &st) == CUDA_ERROR_NOT_FOUND, "%s found", name);
+  ck_assert_int_eq(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  ck_assert_ptr_null(fn);
+}
+
+START_TEST(driver_version_hides_newer) {
+  setenv("SIMCUDA_DRIVER_VERSION", "12000", 1);
+  int v = 0;
+  ck_cu(cuDriverGetVersion(&v));
+  ck_assert_int_eq(v, 12000);
+  lacks(cuGetProcAddress_v2, "cuFuncGetParamInfo");
+  lacks(cuGetProcAddress_v2, "cuFuncGetName");
+  lacks(cuGetProcAddress_v2, "cuMemPrefetchBatchAsync");
+  lacks(cuGetProcAddress_v2, "cuMemDiscardBatchAsync");
+  /* the older variant is what a newer request gets */
+  expect("cuMemPrefetchAsync", 13000, 0, "cuMemPrefetchAsync");
+  expect("cuMemPrefetchAsync", 13000, PTDS, "cuMemPrefetchAsync_ptsz");
+  expect("cuMemAdvise", 13000, 0, "cuMemAdvise");
+  expect("cuCtxCreate", 13000, 0, "cuCtxCreate_v3");
+  expect("cuEventElapsedTime", 13000, 0, "cuEventElapsedTime");
+  expect("cuMemAlloc", 13000, 0, "cuMemAlloc_v2");
+}
+END_TEST
+
+START_TEST(driver_version_12040) {
+  setenv("SIMCUDA_DRIVER_VERSION", "12040", 1);
+  expect("cuFuncGetParamInfo", 13000, 0, "cuFuncGetParamInfo");
+  expect("cuMemPrefetchAsync", 13000, 0, "cuMemPrefetchAsync_v2");
+  expect("cuMemAdvise", 13000, 0, "cuMemAdvise_v2");
+  lacks(cuGetProcAddress_v2, "cuMemPrefetchBatchAsync");
+  lacks(cuGetProcAddress_v2, "cuMemDiscardBatchAsync");
+}
+END_TEST
+
+START_TEST(driver_version_bad) {
+  setenv("SIMCUDA_DRIVER_VERSION", "12345", 1);
+  ck_cu_is(cuInit(0), CUDA_ERROR_NO_DEVICE);
+}
+END_TEST
+
+/* build/tests/simcuda/driver-V/libcuda.so.1, loaded beside the full one. */
+static void *variant(int v) {
+  const char *bin = getenv("VX_TEST_BIN_DIR");
+  ck_assert_ptr_nonnull(bin);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tests/simcuda/driver-%d/libcuda.so.1", bin, v);
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  ck_assert_msg(h != NULL, "%s: %s", path, dlerror());
+  return h;
+}
+
+typedef CUresult (*gpa_t)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+
+/* Each variant's dynamic symbol table has exactly what its release has: a
+ * program that dlsyms (vx's real table does) finds no more than
+ * cuGetProcAddress hands out. */
+START_TEST(driver_variants_hide_from_dlsym) {
+  static const struct {
+    int v;
+    const char *has, *lacks;
+  } t[] = {{12000, "cuMemPrefetchAsync", "cuMemPrefetchAsync_v2"},
+           {12000, "cuMemAdvise", "cuMemAdvise_v2"},
+           {12020, "cuMemAdvise_v2", "cuFuncGetName"},
+           {12040, "cuFuncGetParamInfo", "cuMemPrefetchBatchAsync"},
+           {12080, "cuEventElapsedTime_v2", "cuMemDiscardBatchAsync_ptsz"},
+           {13000, "cuMemDiscardBatchAsync", "cuNoSuchThing"}};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    void *h = variant(t[i].v);
+    ck_assert_msg(dlsym(h, t[i].has) != NULL, "driver-%d lacks %s", t[i].v, t[i].has);
+    ck_assert_msg(dlsym(h, t[i].lacks) == NULL, "driver-%d exports %s", t[i].v, t[i].lacks);
+    ck_assert_ptr_nonnull(dlsym(h, "simcuda_get_stats")); /* the extras stay */
+    int (*ver)(int *) = (int (*)(int *))dlsym(h, "cuDriverGetVersion");
+    int got = 0;
+    ck_assert_int_eq(ver(&got), CUDA_SUCCESS);
+    ck_assert_int_eq(got, t[i].v); /* no SIMCUDA_DRIVER_VERSION: the variant's own */
+    gpa_t gpa = (gpa_t)dlsym(h, "cuGetProcAddress_v2");
+    ck_assert_ptr_nonnull(gpa);
+    if (t[i].v < 13000) lacks(gpa, t[i].lacks);
+  }
+}
+END_TEST
+
+/* A variant refuses to imitate another release than its own. */
+START_TEST(driver_variant_mismatch) {
+  setenv("SIMCUDA_DRIVER_VERSION", "13000", 1);
+  void *h = variant(12020);
+  CUresult (*init)(unsigned) = (CUresult(*)(unsigned))dlsym(h, "cuInit");
+  ck_assert_int_eq(init(0), CUDA_ERROR_NO_DEVICE);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("sim_procaddr");
   TCase *tc = tcase_create("procaddr");
@@ -114,6 +212,11 @@ int main(void) {
   tcase_add_test(tc, status_on_failure);
   tcase_add_test(tc, log_line);
   tcase_add_test(tc, every_row_resolves);
+  tcase_add_test(tc, driver_version_hides_newer);
+  tcase_add_test(tc, driver_version_12040);
+  tcase_add_test(tc, driver_version_bad);
+  tcase_add_test(tc, driver_variants_hide_from_dlsym);
+  tcase_add_test(tc, driver_variant_mismatch);
   suite_add_tcase(s, tc);
   return sim_test_run(s);
 }

@@ -11,6 +11,11 @@
  *   link, charged per byte touched, with no fault and no migration;
  * - AccessedBy(d): the mapping is kept, so the access takes no fault
  *   overhead, but the chunk still migrates (bytes / link are charged);
+ * - thrash (cuda.h, PREFERRED_LOCATION): a chunk that memory pressure
+ *   pushed off the device and a kernel faulted back SIM_THRASH_PIN times
+ *   is pinned to host memory and read over the link from then on (no fault,
+ *   no migration) until a prefetch moves it; one whose preferred location
+ *   is a device is never pinned: it "will continue to thrash indefinitely";
  * - an UNPOP chunk the host has written (pages present, seen with mincore)
  *   counts as HOST; one nobody touched is populated where first used;
  * - host accesses to managed memory are direct loads and stores and are not
@@ -21,6 +26,11 @@
 #include <sys/mman.h>
 
 #include "sim_internal.h"
+
+/* Faults back in after evictions before the driver pins a chunk to host
+ * memory (the real driver's threshold is not documented; a high one gives
+ * the no-preference case little relief: strict). */
+#define SIM_THRASH_PIN 8
 
 size_t sim_chunk_bytes(const sim_chunk *c) {
   size_t rest = c->a->size - c->idx * SIM_CHUNK;
@@ -80,6 +90,7 @@ void sim_chunk_drop_locked(sim_chunk *c) {
   }
   c->state = CH_UNPOP;
   c->dup = 0;
+  c->evicted = c->refaults = c->thrash_pin = 0;
 }
 
 /* Moves c (not on device d) to d; keep_host leaves a read-mostly duplicate. */
@@ -198,6 +209,18 @@ static void populate_on(sim_chunk *c, sim_dev *d, sim_kcost *kc) {
   chunk_to_dev(c, d, 0);
 }
 
+/* A kernel on d is about to fault host chunk c in.  Returns 1 when the
+ * driver's thrash resolution pins it to host memory instead. */
+static int thrash_pins(sim_chunk *c, sim_dev *d) {
+  if (!c->evicted) return 0;
+  c->evicted = 0;
+  if (c->refaults < 255) c->refaults++;
+  if (c->pref == PREF_DEV || c->refaults < SIM_THRASH_PIN) return 0;
+  c->thrash_pin = 1;
+  d->st.thrash_pins++;
+  return 1;
+}
+
 static size_t overlap(const sim_chunk *c, size_t off, size_t n) {
   size_t lo = c->idx * SIM_CHUNK, hi = lo + sim_chunk_bytes(c);
   size_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;
@@ -228,7 +251,7 @@ int sim_managed_touch_locked(sim_alloc *a, size_t off, size_t n, int mode, int d
       }
       continue;
     }
-    if (c->state == CH_HOST && c->pref == PREF_HOST) {
+    if (c->state == CH_HOST && (c->pref == PREF_HOST || c->thrash_pin || thrash_pins(c, d))) {
       kc->link_bytes += overlap(c, off, n);
       continue;
     }
@@ -271,6 +294,7 @@ int sim_managed_copy_touch_locked(sim_alloc *a, size_t off, size_t n, int write)
 
 static uint64_t prefetch_to_dev(sim_chunk *c, sim_dev *d) {
   settle_unpop(c);
+  c->evicted = c->refaults = c->thrash_pin = 0; /* moved on purpose: no thrash */
   if (c->state == CH_DEVICE && c->dev == d->ord) {
     sim_lru_touch_locked(d, c);
     return 0;
@@ -411,11 +435,18 @@ SIM_API CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr p, size_t n, CUdevice dst, 
   return prefetch(p, n, loc_of_device(dst), 0, h, 1);
 }
 
+/* cuda.h for both batch calls: "Must not be legacy NULL stream".  NULL is
+ * the legacy stream except in a _ptsz variant (there it is the per-thread
+ * stream, which is allowed, as is CU_STREAM_PER_THREAD). */
+static int legacy_stream(CUstream h, int ptds) {
+  return h == CU_STREAM_LEGACY || (!h && !ptds);
+}
+
 static CUresult prefetch_batch(CUdeviceptr *dptrs, size_t *sizes, size_t count,
                                CUmemLocation *locs, size_t *locidx, size_t nlocs,
                                unsigned long long flags, CUstream h, int ptds) {
   if (!dptrs || !sizes || count == 0 || !locs || !locidx || nlocs == 0 || nlocs > count ||
-      locidx[0] != 0 || flags != 0)
+      locidx[0] != 0 || flags != 0 || legacy_stream(h, ptds))
     return CUDA_ERROR_INVALID_VALUE;
   sim_stream *s;
   CUresult r = sim_stream_resolve(h, ptds, &s);
@@ -452,7 +483,8 @@ SIM_API CUresult cuMemPrefetchBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes,
 
 static CUresult discard_batch(CUdeviceptr *dptrs, size_t *sizes, size_t count,
                               unsigned long long flags, CUstream h, int ptds) {
-  if (!dptrs || !sizes || count == 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!dptrs || !sizes || count == 0 || flags != 0 || legacy_stream(h, ptds))
+    return CUDA_ERROR_INVALID_VALUE;
   sim_stream *s;
   CUresult r = sim_stream_resolve(h, ptds, &s);
   if (r != CUDA_SUCCESS) return r;
@@ -498,6 +530,7 @@ static void advise_chunk(sim_chunk *c, CUmem_advise adv, CUmemLocation loc) {
   case CU_MEM_ADVISE_SET_PREFERRED_LOCATION:
     c->pref = host ? PREF_HOST : PREF_DEV;
     c->pref_dev = (int8_t)(host ? -1 : loc.id);
+    if (!host) c->thrash_pin = 0; /* overrides the thrash resolution */
     break;
   case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
     c->pref = PREF_NONE;

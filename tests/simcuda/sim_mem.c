@@ -40,6 +40,7 @@ int64_t sim_make_room_locked(sim_dev *d, size_t need) {
     }
     d->st.evictions++;
     sim_chunk_to_host_locked(c);
+    c->evicted = 1; /* a fault back in is thrash (sim_managed.c) */
   }
   return cost;
 }

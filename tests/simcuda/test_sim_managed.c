@@ -199,7 +199,7 @@ START_TEST(discarded_read_is_illegal) {
   sim_test_setup("64M");
   CUdeviceptr p = managed_host_written(4 * MiB, 3);
   size_t size = 4 * MiB;
-  ck_cu(cuMemDiscardBatchAsync(&p, &size, 1, 0, NULL));
+  ck_cu(cuMemDiscardBatchAsync(&p, &size, 1, 0, CU_STREAM_PER_THREAD));
   unsigned long long bad;
   ck_cu_is(kit_check(p, MiB, 3, NULL, &bad), CUDA_ERROR_ILLEGAL_ADDRESS);
   ck_cu_is(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
@@ -210,7 +210,7 @@ START_TEST(discarded_copy_is_illegal) {
   sim_test_setup("64M");
   CUdeviceptr p = managed_host_written(4 * MiB, 3);
   size_t size = 4 * MiB;
-  ck_cu(cuMemDiscardBatchAsync(&p, &size, 1, 0, NULL));
+  ck_cu(cuMemDiscardBatchAsync(&p, &size, 1, 0, CU_STREAM_PER_THREAD));
   uint32_t w;
   ck_cu_is(cuMemcpyDtoH(&w, p, 4), CUDA_ERROR_ILLEGAL_ADDRESS);
 }
@@ -307,6 +307,99 @@ START_TEST(managed_errors) {
 }
 END_TEST
 
+// ---- movement: the legacy-stream rule and thrash resolution ----
+
+/* The per-thread forms, exported by the simulator as by the driver (cuda.h
+ * declares them only for its own per-thread builds). */
+CUresult cuMemPrefetchBatchAsync_ptsz(CUdeviceptr *, size_t *, size_t, CUmemLocation *, size_t *,
+                                      size_t, unsigned long long, CUstream);
+CUresult cuMemDiscardBatchAsync_ptsz(CUdeviceptr *, size_t *, size_t, unsigned long long, CUstream);
+
+/* cuda.h, both batch calls: "Must not be legacy NULL stream". */
+START_TEST(batch_calls_refuse_legacy_stream) {
+  sim_test_setup("64M");
+  CUdeviceptr p = managed_host_written(4 * MiB, 2);
+  size_t size = 4 * MiB, idx = 0;
+  CUmemLocation dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+  CUstream s;
+  ck_cu(cuStreamCreate(&s, 0));
+  ck_cu_is(cuMemPrefetchBatchAsync(&p, &size, 1, &dev0, &idx, 1, 0, NULL),
+           CUDA_ERROR_INVALID_VALUE);
+  ck_cu_is(cuMemPrefetchBatchAsync(&p, &size, 1, &dev0, &idx, 1, 0, CU_STREAM_LEGACY),
+           CUDA_ERROR_INVALID_VALUE);
+  ck_cu_is(cuMemPrefetchBatchAsync_ptsz(&p, &size, 1, &dev0, &idx, 1, 0, CU_STREAM_LEGACY),
+           CUDA_ERROR_INVALID_VALUE);
+  ck_cu_is(cuMemDiscardBatchAsync(&p, &size, 1, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  ck_cu_is(cuMemDiscardBatchAsync(&p, &size, 1, 0, CU_STREAM_LEGACY), CUDA_ERROR_INVALID_VALUE);
+  ck_cu_is(cuMemDiscardBatchAsync_ptsz(&p, &size, 1, 0, CU_STREAM_LEGACY),
+           CUDA_ERROR_INVALID_VALUE);
+  ck_cu(cuCtxSynchronize());
+  ck_assert_int_eq(simcuda_chunk_residency(p), -1); /* nothing was enqueued */
+  ck_assert_uint_eq(sim_test_stats(0).discards, 0);
+  /* a created stream and the per-thread stream (NULL in a _ptsz form) are fine */
+  ck_cu(cuMemPrefetchBatchAsync(&p, &size, 1, &dev0, &idx, 1, 0, s));
+  ck_cu(cuMemPrefetchBatchAsync(&p, &size, 1, &dev0, &idx, 1, 0, CU_STREAM_PER_THREAD));
+  ck_cu(cuMemPrefetchBatchAsync_ptsz(&p, &size, 1, &dev0, &idx, 1, 0, NULL));
+  ck_cu(cuStreamSynchronize(s));
+  ck_cu(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+  ck_assert_int_eq(simcuda_chunk_residency(p), 1);
+  ck_cu(cuMemDiscardBatchAsync(&p, &size, 1, 0, s));
+  ck_cu(cuMemDiscardBatchAsync_ptsz(&p, &size, 1, 0, NULL));
+  ck_cu(cuCtxSynchronize());
+  ck_assert_uint_eq(sim_test_stats(0).discards, 4);
+}
+END_TEST
+
+/* 24 chunks cycled through a 16 MiB device `passes` times, all rewritten by
+ * kernels; returns the faults of the last pass. */
+static uint64_t cycle(CUdeviceptr p, int passes, int device_preferred, simcuda_stats_t *st) {
+  if (device_preferred) {
+    CUmemLocation dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+    ck_cu(cuMemAdvise_v2(p, 48 * MiB, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, dev0));
+  }
+  simcuda_reset_stats();
+  uint64_t before = 0;
+  for (int i = 0; i < passes; i++) {
+    before = sim_test_stats(0).faults;
+    ck_cu(kit_scale(p, 12 * MiB, 1.0f, NULL));
+    ck_cu(cuCtxSynchronize());
+  }
+  *st = sim_test_stats(0);
+  return st->faults - before;
+}
+
+/* cuda.h: a thrashing page "may eventually be pinned to host memory ... But
+ * if the preferred location is set as device memory, then the page will
+ * continue to thrash indefinitely". */
+START_TEST(thrash_pins_unless_device_preferred) {
+  sim_test_setup("16M");
+  simcuda_stats_t none, dev;
+  CUdeviceptr a = managed_host_written(48 * MiB, 1);
+  uint64_t last_none = cycle(a, 12, 0, &none);
+  ck_cu(cuMemFree(a));
+  CUdeviceptr b = managed_host_written(48 * MiB, 1);
+  uint64_t last_dev = cycle(b, 12, 1, &dev);
+  /* 8 chunks fit: each pass faults the 16 others in, until the driver pins
+   * some to host memory (read over the link from then on, no fault) */
+  ck_assert_uint_gt(none.thrash_pins, 0);
+  ck_assert_uint_lt(last_none, 16);
+  ck_assert_uint_eq(dev.thrash_pins, 0);
+  ck_assert_uint_eq(last_dev, 16); /* still every pass: thrash without end */
+  ck_assert_uint_eq(dev.faults, 24 + 11 * 16);
+  ck_assert_uint_gt(dev.faults, none.faults);
+  ck_assert_uint_gt(dev.evictions, none.evictions);
+  ck_assert_uint_gt(dev.stall_ns, none.stall_ns);
+  /* a prefetch undoes the pin: the chunk migrates again */
+  CUmemLocation dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+  ck_cu(cuMemFree(b));
+  CUdeviceptr c = managed_host_written(48 * MiB, 1);
+  cycle(c, 12, 0, &none);
+  ck_cu(cuMemPrefetchAsync_v2(c, 2 * MiB, dev0, 0, CU_STREAM_PER_THREAD));
+  ck_cu(cuCtxSynchronize());
+  ck_assert_int_eq(simcuda_chunk_residency(c), 1);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("sim_managed");
   TCase *tc = tcase_create("managed");
@@ -323,6 +416,8 @@ int main(void) {
   tcase_add_test(tc, preferred_host_reads_over_the_link);
   tcase_add_test(tc, accessed_by_skips_fault_overhead);
   tcase_add_test(tc, managed_errors);
+  tcase_add_test(tc, batch_calls_refuse_legacy_stream);
+  tcase_add_test(tc, thrash_pins_unless_device_preferred);
   suite_add_tcase(s, tc);
   return sim_test_run(s);
 }

@@ -117,7 +117,8 @@ static void prefetch(const char *name, int batch) {
                   unsigned long long, CUstream) = entry(name);
     CUdeviceptr p[1] = {A};
     size_t n[1] = {SZ}, idx[1] = {0};
-    CHECK_CU(f(p, n, 1, &dev, idx, 1, 0, NULL));
+    /* the batch calls refuse the legacy stream (cuda.h): the per-thread one */
+    CHECK_CU(f(p, n, 1, &dev, idx, 1, 0, CU_STREAM_PER_THREAD));
   } else {
     CUresult (*f)(CUdeviceptr, size_t, CUmemLocation, unsigned, CUstream) = entry(name);
     CHECK_CU(f(A, SZ, dev, 0, NULL));

@@ -8,6 +8,7 @@
 #include "budget.h"
 #include "exec.h"
 #include "launch.h"
+#include "move.h"
 #include "place.h"
 #include "registry.h"
 #include "secure.h"
@@ -92,6 +93,7 @@ static int start_locked(void) {
     return 2;
   }
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+  move_probe(); /* what an older driver lacks, one line each */
   spill_init(); /* the NVMe tier; off (said why) or on, never fatal */
   exec_init();
   vx_set_launch_observer(vx_launch_predict);

@@ -10,6 +10,7 @@
 #include "vxhash.h"
 
 #include "budget.h"
+#include "move.h"
 #include "observe.h"
 #include "spill.h"
 #include "trace_rec.h"
@@ -31,10 +32,14 @@ typedef struct ex_alloc {
 
 /* The side streams: `down` for evictions, `up` for prefetches (so that the
  * links' two directions overlap: plan k's evictions run while plan k-1's
- * prefetches land), and a ring of events, one recorded on `up` after each
- * AHEAD batch: a launch that uses prefetched chunks waits for its batch. */
+ * prefetches land), `now` for the prefetches a launch cannot do without
+ * (the launch's stream waits for them; not behind `up`'s queue), and a ring
+ * of events, one recorded on `up` after each AHEAD batch: a launch that uses
+ * prefetched chunks waits for its batch.  vx moves data only on these: the
+ * batch calls refuse the legacy stream, which is where an application's
+ * default-stream launches (PyTorch's among them) arrive. */
 typedef struct ex_side {
-  CUstream up, down;
+  CUstream up, down, now;
   CUevent ev[EX_RING];
   uint32_t seq[EX_RING]; /* atomic: the batch each event was last recorded for */
 } ex_side_t;
@@ -75,7 +80,9 @@ static ex_dev_t *dev_of(int dev) {
 // ---- set-up ----
 
 void exec_init(void) {
-  ex_planning = vx_opt.POLICY == VX_POLICY_PREDICT;
+  /* Without parameter layouts no launch is seen: nothing to plan from (the
+   * one line saying so is move_probe's). */
+  ex_planning = vx_opt.POLICY == VX_POLICY_PREDICT && move_layouts();
   if (!vx_opt.TRACE.s[0]) return;
   int rc = trace_rec_init(vx_opt.TRACE.s);
   if (rc) vx_log(VX_LOG_ERROR, "VX_TRACE=%s: cannot create it (%d); no trace", vx_opt.TRACE.s, rc);
@@ -240,21 +247,6 @@ static void feedback(ex_dev_t *d, const ex_op_t *ops, int n) {
 
 // ---- driver calls (no lock held) ----
 
-static CUresult prefetch_many(CUdeviceptr *p, size_t *sz, size_t n, CUmemLocation loc,
-                              CUstream s) {
-  if (VX_REAL_FN(cuMemPrefetchBatchAsync)) {
-    size_t idx = 0;
-    CUresult r = VX_CALL(cuMemPrefetchBatchAsync, p, sz, n, &loc, &idx, 1, 0, s);
-    if (r != CUDA_ERROR_NOT_SUPPORTED) return r;
-  }
-  CUresult first = CUDA_SUCCESS;
-  for (size_t i = 0; i < n; i++) {
-    CUresult r = VX_CALL(cuMemPrefetchAsync_v2, p[i], sz[i], loc, 0, s);
-    if (r != CUDA_SUCCESS && first == CUDA_SUCCESS) first = r;
-  }
-  return first;
-}
-
 /* A run of ops moving to one place, issued as one batch. */
 typedef struct ex_batch {
   CUdeviceptr p[EX_BATCH];
@@ -273,13 +265,15 @@ static void batch_flush(ex_batch_t *b, int dev, CUstream s) {
    * authoritative, and every operation that reaches the chunk restores it
    * from the swap first (launch, copy, set, the application's prefetch).
    * Restoring here instead would take the launch path's pins away. */
-  CUresult r = prefetch_many(b->p, b->sz, b->n, loc, s);
+  uint8_t failed[EX_BATCH];
+  size_t lost = move_prefetch(b->p, b->sz, b->n, loc, s, failed);
   uint64_t bytes = 0;
   for (size_t i = 0; i < b->n; i++) {
-    b->op[i]->failed = r != CUDA_SUCCESS;
-    bytes += b->sz[i];
+    b->op[i]->failed = failed[i];
+    if (!failed[i]) bytes += b->sz[i];
   }
-  if (r == CUDA_SUCCESS) ctr_add(dev, b->to_dev ? VX_CTR_bytes_up : VX_CTR_bytes_down, bytes);
+  if (bytes) ctr_add(dev, b->to_dev ? VX_CTR_bytes_up : VX_CTR_bytes_down, bytes);
+  if (lost) ctr_add(dev, VX_CTR_prefetch_failures, lost);
   b->n = 0;
 }
 
@@ -291,7 +285,7 @@ static void batch_add(ex_batch_t *b, ex_op_t *o, int to_dev, int dev, CUstream s
 
 static void advise_read_mostly(ex_op_t *o, int dev) {
   CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
-  o->failed = VX_CALL(cuMemAdvise_v2, o->p, o->n, CU_MEM_ADVISE_SET_READ_MOSTLY, loc) != CUDA_SUCCESS;
+  o->failed = move_advise(o->p, o->n, CU_MEM_ADVISE_SET_READ_MOSTLY, loc) != CUDA_SUCCESS;
 }
 
 /* The NVMe tier: spill.c writes the chunks out (synchronously, its own lock). */
@@ -338,6 +332,7 @@ static void side_destroy(ex_side_t *x) {
     if (x->ev[i]) VX_CALL(cuEventDestroy_v2, x->ev[i]);
   if (x->up) VX_CALL(cuStreamDestroy_v2, x->up);
   if (x->down) VX_CALL(cuStreamDestroy_v2, x->down);
+  if (x->now) VX_CALL(cuStreamDestroy_v2, x->now);
   free(x);
 }
 
@@ -345,7 +340,8 @@ static ex_side_t *side_new(void) {
   ex_side_t *x = calloc(1, sizeof *x);
   if (!x) return NULL;
   int ok = VX_CALL(cuStreamCreate, &x->up, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
-           VX_CALL(cuStreamCreate, &x->down, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS;
+           VX_CALL(cuStreamCreate, &x->down, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+           VX_CALL(cuStreamCreate, &x->now, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS;
   for (int i = 0; ok && i < EX_RING; i++)
     ok = VX_CALL(cuEventCreate, &x->ev[i], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
   if (ok) return x;
@@ -374,12 +370,12 @@ static int order_after(CUstream after, const CUstream *to, int n) {
   return r == CUDA_SUCCESS ? 0 : -1;
 }
 
-/* The side streams, both made to wait for the work before the launch. */
+/* The side streams, all made to wait for the work before the launch. */
 static ex_side_t *side_after(ex_dev_t *d, CUstream after) {
   ex_side_t *x = side_get(d);
   if (!x) return NULL;
-  CUstream both[2] = {x->down, x->up};
-  return order_after(after, both, 2) ? NULL : x;
+  CUstream all[3] = {x->down, x->up, x->now};
+  return order_after(after, all, 3) ? NULL : x;
 }
 
 /* Marks the end of AHEAD batch `seq` on the side stream. */
@@ -413,16 +409,24 @@ static void mark_failed(ex_op_t *ops, int n) {
     if (ops[i].op == POL_OP_PREFETCH || ops[i].op == POL_OP_EVICT) ops[i].failed = 1;
 }
 
+/* The launch's stream s (not capturing: the caller checked) gets two
+ * event waits at most: for the required prefetches on `now`, and (in
+ * exec_launch) for the AHEAD batch its chunks came with. */
 static void run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s) {
   int req = 0;
   while (req < n && ops[req].when == POL_REQUIRED) req++;
-  issue(ops, req, dev, s);
-  if (req == n) return;
   ex_side_t *x = side_after(d, s);
   if (!x) {
-    mark_failed(ops + req, n - req);
+    mark_failed(ops, n);
     return;
   }
+  if (req) {
+    issue(ops, req, dev, x->now);
+    /* If s cannot be ordered after them the launch races its prefetches:
+     * still correct (managed memory faults), only slower. */
+    order_after(x->now, &s, 1);
+  }
+  if (req == n) return;
   int evicts = 0;
   for (int i = req; i < n; i++) evicts |= ops[i].op == POL_OP_EVICT;
   if (evicts) { /* the room first, on the way down; then the way up */

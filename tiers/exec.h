@@ -1,7 +1,8 @@
 /* Plan execution: one policy (policy/policy.h) per device fed with
  * allocations, frees and launches, and its plans carried out through the
- * real driver: required prefetches on the launch's stream, the rest on a
- * side stream ordered after the launch stream's earlier work. */
+ * real driver, on vx's own side streams only (the batch calls refuse the
+ * legacy stream): ordered after the launch stream's earlier work with an
+ * event, and the launch stream made to wait for the required prefetches. */
 #ifndef VX_TIERS_EXEC_H
 #define VX_TIERS_EXEC_H
 

@@ -17,6 +17,7 @@
 #include "vxhash.h"
 
 #include "budget.h"
+#include "move.h"
 #include "nvme.h"
 #include "registry.h"
 #include "spill_int.h"
@@ -226,11 +227,13 @@ static size_t commit_spill_locked(victim_t *v, nvme_chunk_t *c, size_t n) {
       sz[k++] = c[j].len;
     }
   if (!k) return 0;
-  CUresult r = VX_CALL(cuMemDiscardBatchAsync, p, sz, k, 0, NULL);
-  if (r == CUDA_SUCCESS) r = VX_CALL(cuStreamSynchronize, NULL);
-  for (size_t j = 0; j < n; j++) {
+  /* On vx's own stream: the batch calls refuse the legacy one. */
+  uint8_t bad[SPILL_BATCH];
+  CUresult r;
+  size_t nbad = move_discard_sync(p, sz, k, bad, &r);
+  for (size_t j = 0, i = 0; j < n; j++) {
     if (c[j].status != 0) continue;
-    if (r != CUDA_SUCCESS) { /* the data is still in managed memory: keep it there */
+    if (bad[i++]) { /* the data is still in managed memory: keep it there */
       nvme_slot_free(spill_g.swap, c[j].slot);
       continue;
     }
@@ -239,14 +242,16 @@ static size_t commit_spill_locked(victim_t *v, nvme_chunk_t *c, size_t n) {
     spill_g.nspilled++;
     ctr_cur_add(v[j].r->dev, VX_CTR_nvme_bytes, c[j].len);
   }
-  if (r != CUDA_SUCCESS) {
+  if (nbad == k) {
     no_discard = 1;
     VX_LOG_ONCE(VX_LOG_WARN,
                 "cuMemDiscardBatchAsync failed (%d): data stays in host RAM, no more spills",
                 (int)r);
+  } else {
+    ctr_add(v[0].r->dev, VX_CTR_nvme_spills, 1);
   }
   __atomic_store_n(&spill_g.any, spill_g.nspilled, __ATOMIC_RELAXED);
-  return r == CUDA_SUCCESS ? k : 0;
+  return k - nbad;
 }
 
 int spill_batch_locked(victim_t *v, size_t n) {

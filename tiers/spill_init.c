@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "move.h"
 #include "spill.h"
 #include "spill_int.h"
 #include "vx.h"
@@ -131,9 +132,13 @@ int spill_init(void) {
     return 0;
   }
   if (!VX_REAL_FN(cuMemDiscardBatchAsync)) {
-    vx_log(VX_LOG_WARN, "the driver has no cuMemDiscardBatchAsync (CUDA 12.8+): NVMe tier off");
+    vx_log(VX_LOG_WARN, "driver %s lacks cuMemDiscardBatchAsync (13.0): NVMe tier off",
+           move_driver());
     return -ENOSYS;
   }
+  /* A launch vx cannot see could read a chunk in the swap (move_probe said
+   * so once). */
+  if (!move_layouts()) return -ENOSYS;
   int rc = open_swap();
   if (rc) {
     vx_log(VX_LOG_WARN, "cannot open a swap file in VX_NVME_DIR=%s (%s): NVMe tier off",

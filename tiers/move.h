@@ -1,0 +1,59 @@
+/* Movement primitives through the real driver, each degrading to what the
+ * driver has: prefetch (batch, else range by range; _v2, else v1), advice
+ * (_v2, else v1) and discard (batch, retried range by range), and the
+ * start-up probe that says once what a missing entry point costs. */
+#ifndef VX_TIERS_MOVE_H
+#define VX_TIERS_MOVE_H
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Says once per missing entry point (one stderr line each, vx_log) what vx
+ * loses or does instead: v1 prefetch/advice before 12.2, range-by-range
+ * prefetch before 13.0, no launch visibility before 12.4.  Called once at
+ * start-up after the real table is resolved; no driver call but
+ * cuDriverGetVersion. */
+void move_probe(void);
+
+/* The driver's version as "12.2" ("?" before move_probe). */
+const char *move_driver(void);
+
+/* 1 when the driver can say where a kernel's parameters are
+ * (cuFuncGetParamInfo, CUDA 12.4): without it launches are invisible, so
+ * the predictor and the NVMe tier must stay off. */
+int move_layouts(void);
+
+/* 1 for the legacy default stream (NULL or CU_STREAM_LEGACY), which the
+ * batch calls refuse. */
+static inline int move_legacy(CUstream s) {
+  return !s || s == CU_STREAM_LEGACY;
+}
+
+/* Prefetches [p[i], p[i] + sz[i]) for i < n to loc, in order on stream s
+ * (one vx created: never the legacy one, never a capturing one).  One batch
+ * call where the driver has it and s allows it; on any batch error (and
+ * without one) range by range.  failed[i] (if not NULL) is set to 1 for a
+ * range that was not enqueued, 0 otherwise.  Returns how many failed. */
+size_t move_prefetch(const CUdeviceptr *p, const size_t *sz, size_t n, CUmemLocation loc,
+                     CUstream s, uint8_t *failed);
+
+/* cuMemAdvise_v2, or v1 cuMemAdvise (a device ordinal or CU_DEVICE_CPU)
+ * before 12.2.  CUDA_ERROR_NOT_SUPPORTED when the driver has neither. */
+CUresult move_advise(CUdeviceptr p, size_t n, CUmem_advise advice, CUmemLocation loc);
+
+/* Discards [p[i], p[i] + sz[i]) for i < n on stream s (vx's own), one batch
+ * call, retried range by range when it fails.  failed[i] as above; *err (if
+ * not NULL) the first error of a range, else CUDA_SUCCESS.  Returns how
+ * many failed (all of them without cuMemDiscardBatchAsync). */
+size_t move_discard(const CUdeviceptr *p, const size_t *sz, size_t n, CUstream s, uint8_t *failed,
+                    CUresult *err);
+
+/* move_discard on vx's own stream (made on first use in the current
+ * context), then waits for that stream only: the discards are done on
+ * return.  *err (if not NULL): CUDA_SUCCESS or the first error.  Returns
+ * how many failed (all n when the wait failed). */
+size_t move_discard_sync(const CUdeviceptr *p, const size_t *sz, size_t n, uint8_t *failed,
+                         CUresult *err);
+
+#endif

@@ -8,6 +8,7 @@
 
 #include "budget.h"
 #include "exec.h"
+#include "move.h"
 #include "registry.h"
 #include "sites.h"
 #include "spill.h"
@@ -59,30 +60,28 @@ static void retrack(const vx_alloc_info_t *a) {
 
 // ---- placement ----
 
-/* Advice for vx's managed memory.
- * Over budget (VX_TIER_MANAGED): PreferredLocation = the device, and no
- * AccessedBy.  The data belongs to a GPU program, so the device is its home:
- * pages the driver evicts under pressure come back on the next touch (a
- * fault) or ahead of it (the predictor's prefetch), and when the driver sees
- * thrashing it pins pages at their preferred location and maps them instead
- * of bouncing them.  AccessedBy(device) is left out on purpose: it turns
- * every miss into a remote read over the bus that never migrates, slow for
- * reused data and invisible to the fault counters the predictor is judged by.
+/* Advice for vx's managed memory, as cuda.h documents it working under
+ * oversubscription.
+ * Over budget (VX_TIER_MANAGED): none.  No PreferredLocation = the device:
+ * cuda.h says such pages, when they thrash under memory pressure, "will
+ * continue to thrash indefinitely", because a device preference overrides
+ * the driver's thrash resolution (pinning a bouncing page to host memory and
+ * mapping it).  No AccessedBy either: it maps the pages instead of
+ * migrating them on a miss, so reused data would be read over the bus every
+ * time.  Pages migrate on fault or ahead of it (the predictor's prefetch),
+ * and the driver may pin what bounces.
  * Host tier (VX_POLICY=static, GreenBoost-style): PreferredLocation = host
  * plus AccessedBy = device: pages stay in host RAM, the GPU reads them over
- * the bus and nothing migrates. */
+ * the bus and nothing migrates (a host preference leaves thrash resolution
+ * alone: there is nothing to bounce). */
 static void advise(CUdeviceptr p, size_t size, int dev, int tier) {
   CUmemLocation gpu = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
   CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
-  CUresult r;
-  if (tier == VX_TIER_HOST) {
-    r = VX_CALL(cuMemAdvise_v2, p, size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host);
-    if (r == CUDA_SUCCESS) r = VX_CALL(cuMemAdvise_v2, p, size, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu);
-  } else {
-    r = VX_CALL(cuMemAdvise_v2, p, size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, gpu);
-  }
+  if (tier != VX_TIER_HOST) return;
+  CUresult r = move_advise(p, size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host);
+  if (r == CUDA_SUCCESS) r = move_advise(p, size, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu);
   if (r != CUDA_SUCCESS)
-    VX_LOG_ONCE(VX_LOG_INFO, "cuMemAdvise_v2 failed (%d): managed memory left unadvised", (int)r);
+    VX_LOG_ONCE(VX_LOG_INFO, "cuMemAdvise failed (%d): host-tier memory left unadvised", (int)r);
 }
 
 static int decide(int dev, size_t size, uint64_t *charged) {

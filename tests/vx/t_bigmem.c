@@ -85,6 +85,28 @@ static void check_bound(int ptds) {
   VXT_ASSERT(nhooked >= 10, "only %d hooked entries bound", nhooked);
 }
 
+/* vx's managed memory has no device as preferred location: cuda.h says such
+ * pages "will continue to thrash indefinitely" under memory pressure, past
+ * the driver's thrash resolution. */
+static void check_advice(const CUdeviceptr *p, const size_t *sizes, int n) {
+  CUresult (*attr)(void *, size_t, CUmem_range_attribute, CUdeviceptr, size_t);
+  CUresult (*ptr)(void *, CUpointer_attribute, CUdeviceptr);
+  *(void **)&attr = dlsym(RTLD_DEFAULT, "cuMemRangeGetAttribute");
+  *(void **)&ptr = dlsym(RTLD_DEFAULT, "cuPointerGetAttribute");
+  VXT_ASSERT(attr && ptr);
+  int managed = 0;
+  for (int i = 0; i < n; i++) {
+    unsigned is_managed = 0;
+    int loc = 0;
+    CHECK_CU(ptr(&is_managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p[i]));
+    if (!is_managed) continue;
+    managed++;
+    CHECK_CU(attr(&loc, 4, CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, p[i], sizes[i]));
+    VXT_ASSERT(loc == CU_DEVICE_INVALID, "allocation %d prefers device %d", i, loc);
+  }
+  VXT_ASSERT(managed > 0, "no managed allocation to check");
+}
+
 static int worker(const char *style) {
   CUcontext ctx;
   CUmodule mod;
@@ -103,6 +125,7 @@ static int worker(const char *style) {
     }
     CHECK_CU(r);
   }
+  if (vxt_vx_preloaded()) check_advice(p, sizes, n);
   for (int i = 0; i < n; i++) { /* even: copies, odd: kernels */
     size_t words = sizes[i] / 4;
     uint32_t seed = (uint32_t)i * 977u;

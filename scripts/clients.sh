@@ -108,7 +108,8 @@ install_series() { # SERIES VERSION
   tmp=$(mktemp -d "$cache/.clients/dl.XXXXXX") || return 1
   if ! (cd "$tmp" && apt_private apt-get -qq download "libcuda1=$ver") >"$tmp.log" 2>&1; then
     say "apt-get download libcuda1=$ver failed:"; grep -v '^W:' "$tmp.log" | tail -3 >&2
-    rm -rf "$tmp" "$tmp.log"; return 1
+    rm -rf "$tmp" "$tmp.log" "$cache/.clients/apt/updated" # stale lists: refresh next time
+    return 1
   fi
   dir=$(series_dir "$series")
   rm -rf "$dir" "$tmp/x" && dpkg -x "$tmp"/libcuda1_*.deb "$tmp/x" || { rm -rf "$tmp"; return 1; }

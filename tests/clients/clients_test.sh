@@ -66,9 +66,10 @@ nvml)
 route)
   series=$3 check=$4 rt13=${5:-}
   need venv
-  need debs
+  # The other series failing to install must not skip this one.
+  why=$(bash "$clients" debs 2>&1) || echo "$why"
   drv=$cache/.clients/libcuda-$series
-  [ -e "$drv/libcuda.so.1" ] || skip "no libcuda1 of the $series series in $drv"
+  [ -e "$drv/libcuda.so.1" ] || skip "no libcuda1 of the $series series in $drv: ${why:-}"
   rt12=$(ls "$cache"/.venv-clients/lib/python3*/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12 2>/dev/null | head -1)
   [ -n "$rt13" ] && [ -e "$rt13" ] || skip "no libcudart 13.0 (the CUDA toolkit's lib64)"
   [ -n "$rt12" ] || skip "no libcudart 12.8 in the venv (nvidia-cuda-runtime-cu12)"

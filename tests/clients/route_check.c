@@ -2,7 +2,8 @@
  * lookups (lines "symbol version flags") against a real NVIDIA libcuda.so.1
  * with libvx.so preloaded.  For each, vx must return its hook for exactly
  * the variant the driver returns (named by dladdr) and the driver's own
- * pointer otherwise, with the same result and status. */
+ * pointer otherwise, with the same result and status; and the same through
+ * the v1 cuGetProcAddress (no status), which runtimes before 12.0 use. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -22,6 +23,7 @@ static const char *const cu_hooks[] = {
 #define NHOOKS (sizeof cu_hooks / sizeof *cu_hooks)
 
 typedef CUresult (*gpa_t)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+typedef CUresult (*gpa1_t)(const char *, void **, int, cuuint64_t);
 typedef void *(*dlsym_t)(void *, const char *);
 
 static int is_hook(const char *name) {
@@ -59,10 +61,13 @@ int main(int argc, char **argv) {
   }
   gpa_t real = (gpa_t)sym(drv, "cuGetProcAddress_v2");
   gpa_t hook = (gpa_t)sym(RTLD_DEFAULT, "cuGetProcAddress_v2");
+  gpa1_t real1 = (gpa1_t)sym(drv, "cuGetProcAddress"),
+         hook1 = (gpa1_t)sym(RTLD_DEFAULT, "cuGetProcAddress");
   const char *vxfile = NULL;
   name_of((void *)hook, &vxfile);
   void *vx = vxfile ? dlopen(vxfile, RTLD_NOW | RTLD_NOLOAD) : NULL;
-  if (!real || !hook || (void *)hook == (void *)real || !vx || vx == drv) {
+  if (!real || !hook || (void *)hook == (void *)real || !vx || vx == drv || !real1 || !hook1 ||
+      (void *)real1 == (void *)hook1) {
     fprintf(stderr, "FAIL: vx's cuGetProcAddress_v2 is not preloaded over the driver\n");
     return 1;
   }
@@ -102,10 +107,25 @@ int main(int argc, char **argv) {
     } else if (getenv("ROUTE_VERBOSE") && is_hook(rname)) {
       printf("hook: %s version=%d flags=%llu -> %s\n", s, ver, flags, rname);
     }
+    void *rp1 = NULL, *hp1 = NULL;
+    CUresult rr1 = real1(s, &rp1, ver, flags), hr1 = hook1(s, &hp1, ver, flags);
+    void *want1 = is_hook(name_of(rp1, NULL)) ? sym(vx, name_of(rp1, NULL)) : rp1;
+    if (rr1 != hr1 || hp1 != want1) {
+      const char *h1 = name_of(hp1, NULL);
+      printf("FAIL: v1 %s version=%d flags=%llu: driver %d %s, vx %d %s\n", s, ver, flags, rr1,
+             name_of(rp1, NULL) ? name_of(rp1, NULL)
+             : rp1              ? "(unnamed)"
+                                : "NULL",
+             hr1,
+             h1    ? h1
+             : hp1 ? "(unnamed)"
+                   : "NULL");
+      bad++;
+    }
   }
   fclose(in);
-  printf("route_check: %d lookups, %d answered by the driver, %d handed vx's hook of that variant, "
-         "%d wrong\n",
+  printf("route_check: %d lookups (each through cuGetProcAddress_v2 and v1), %d answered by the "
+         "driver, %d handed vx's hook of that variant, %d wrong\n",
          n, found, handed, bad);
   return bad || n == 0 || handed == 0;
 }

@@ -58,8 +58,8 @@ uint64_t budget_headroom(uint64_t physical, const vx_size_t *reserve);
  * capped at physical, less the headroom: *usable.  *limit is that, or
  * VX_DEVICE_LIMIT (device_limit, may be NULL) when smaller. */
 void budget_size_from_free(uint64_t physical, uint64_t free, uint64_t held,
-                           const vx_size_t *device_limit, const vx_size_t *reserve,
-                           uint64_t *limit, uint64_t *usable);
+                           const vx_size_t *device_limit, const vx_size_t *reserve, uint64_t *limit,
+                           uint64_t *usable);
 /* 0 when device dev lacks CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS (no
  * managed placement there: said once at set-up), else 1 (also when unknown). */
 int budget_managed_ok(int dev);

@@ -30,7 +30,8 @@ int vx_meminfo_rewrite(int dev, uint64_t *free, uint64_t *total) {
     *total = limit;
     used = budget_used(dev);
   } else {
-    uint64_t beyond = backed_beyond_device();
+    /* Without concurrent managed access nothing spills off the device. */
+    uint64_t beyond = budget_managed_ok(dev) ? backed_beyond_device() : 0;
     *total = limit + beyond < limit ? UINT64_MAX : limit + beyond;
     used = held_bytes(dev);
   }

@@ -12,7 +12,8 @@
  *  extended: total = limit + what backs managed data beyond it
  *            (budget_host_capacity: host RAM up to VX_HOST_MAX, plus
  *            VX_NVME_LIMIT when the NVMe tier is on and spills above a
- *            VX_HOST_LIMIT within the cap); free = total
+ *            VX_HOST_LIMIT within the cap; nothing on a device without
+ *            concurrent managed access); free = total
  *            minus everything vx holds for the device (native, VMM,
  *            managed, host tier).
  * Returns 0, or -1 (figures untouched) when the device is unknown. */

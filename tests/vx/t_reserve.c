@@ -145,6 +145,7 @@ static void check_nocma(void) {
                         "VX_DEVICE_LIMIT=16M",
                         "VX_NATIVE_MAX=0",
                         "VX_LEDGER=off",
+                        "VX_REPORT_MEMORY=extended",
                         e_report,
                         NULL};
   result_t x = run(r, 1, env1, "20");
@@ -156,6 +157,8 @@ static void check_nocma(void) {
                  vxt_json_u64(json, 0, "managed_fallbacks") == 0,
              "managed memory on a device without concurrent managed access: %s", json);
   VXT_ASSERT(vxt_json_u64(json, 0, "native_bytes_peak") == 64 * MB, "%s", json);
+  /* extended memory advertises no host or NVMe capacity the device cannot use */
+  VXT_ASSERT(x.total == 16 * MB, "extended total %llu", x.total);
   VXT_ASSERT(count(r->err, "no concurrent managed access") == 1, "stderr:\n%s", r->err);
   VXT_ASSERT(count(r->err, "vx:") == 1, "one line only:\n%s", r->err);
   printf("nocma: ok (%d native allocations, then the driver's OOM)\n", x.allocs);

@@ -81,7 +81,7 @@ simcuda_register_kernel_fn_t simcuda_find_register(void);
   X(total_ns)              /* virtual time of the whole run so far */          \
   X(host_backing_bytes)    /* host memory now backing managed data */          \
   X(host_backing_peak)                                                         \
-  X(device_used_bytes)     /* device memory in use (native + resident) */      \
+  X(device_used_bytes)     /* in use (native + resident + contexts) */         \
   X(device_used_peak)                                                          \
   X(thrash_pins)           /* chunks the thrash logic pinned to host memory */
 
@@ -114,6 +114,8 @@ int simcuda_proc_row(int i, const char **sym);
  * SIMCUDA_FAIL=entry:N[+][:code],... (code: a CUDA_ERROR_* name or number;
  * default OUT_OF_MEMORY for allocation entry points, UNKNOWN otherwise);
  * SIMCUDA_LOG=procaddr (one stderr line per lookup); SIMCUDA_STATS=1;
+ * SIMCUDA_CTX_OVERHEAD=size (VRAM each live context holds, default 0);
+ * SIMCUDA_CONCURRENT_MANAGED=0|1 (the attribute, default 1; see README);
  * SIMCUDA_DRIVER_VERSION=12000|12020|12040|12080|13000 (13000: the release
  * imitated; the driver-V/ variants of libcuda.so.1 also hide from dlsym what
  * that release lacks).

@@ -9,7 +9,9 @@
  * truncate (the swap file cut to 0: restores get short reads -> errors),
  * nodiscard (the driver refuses cuMemDiscardBatchAsync: data stays in RAM),
  * kernel (as e2e, every kernel launched as a CUkernel from cuLibraryLoadData
- * + cuLibraryGetKernel, as libcudart 13 does), unseen (no parameter layout
+ * + cuLibraryGetKernel, as libcudart 13 does), graph (as e2e, and spilled
+ * buffers read first by a CUDA graph captured from CUkernel launches: its
+ * nodes carry `kern`, not `func`), unseen (no parameter layout
  * from either query family: after the copies spilled, the first launch vx
  * cannot read restores everything and spilling stops; data verifies). */
 #include <dirent.h>
@@ -130,22 +132,63 @@ static void damage_swap(const char *mode) {
 
 /* The modes that run 6x the device with the host limit at 2x. */
 static int big_mode(const char *mode) {
-  return !strcmp(mode, "e2e") || !strcmp(mode, "pool") || !strcmp(mode, "kernel");
+  return !strcmp(mode, "e2e") || !strcmp(mode, "pool") || !strcmp(mode, "kernel") ||
+         !strcmp(mode, "graph");
+}
+
+/* check_u32 over GRAPH_BUFS buffers whose first chunk is in the swap (the
+ * simulator says discarded) from one captured graph; every mismatch lands
+ * in one counter. */
+#define GRAPH_BUFS 8
+static void graph_check(prog_t *g, CUfunction f) {
+  int pick[GRAPH_BUFS], np = 0;
+  for (int k = 0; k < g->n && np < GRAPH_BUFS; k++)
+    if (kit_sim_residency(g->p[k]) == -1) pick[np++] = k;
+  printf("graph reads %d spilled buffers\n", np);
+  if (!np) exit(3); /* nothing spilled: the check would prove nothing */
+  CUstream s;
+  CUdeviceptr cnt;
+  CUgraph gr;
+  CUgraphExec e;
+  size_t n = ALLOC / 4;
+  uint32_t seed[GRAPH_BUFS];
+  CHECK_CU(kit_cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CHECK_CU(kit_cu.cuMemAlloc_v2(&cnt, 8));
+  CHECK_CU(kit_cu.cuMemsetD32_v2(cnt, 0, 2));
+  CHECK_CU(kit_cu.cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  for (int i = 0; i < np; i++) {
+    seed[i] = (uint32_t)pick[i];
+    void *params[] = {&g->p[pick[i]], &n, &seed[i], &cnt};
+    CHECK_CU(kit_cu.cuLaunchKernel(f, 4096, 1, 1, 256, 1, 1, 0, s, params, NULL));
+  }
+  CHECK_CU(kit_cu.cuStreamEndCapture(s, &gr));
+  CHECK_CU(kit_cu.cuGraphInstantiateWithFlags(&e, gr, 0));
+  CHECK_CU(kit_cu.cuGraphLaunch(e, s));
+  CHECK_CU(kit_cu.cuStreamSynchronize(s));
+  unsigned long long bad = 0;
+  CHECK_CU(kit_cu.cuMemcpyDtoH_v2(&bad, cnt, sizeof bad));
+  printf("graph check: %llu bad\n", bad);
+  g->bad += bad;
+  CHECK_CU(kit_cu.cuGraphExecDestroy(e));
+  CHECK_CU(kit_cu.cuGraphDestroy(gr));
+  CHECK_CU(kit_cu.cuMemFree_v2(cnt));
+  CHECK_CU(kit_cu.cuStreamDestroy_v2(s));
 }
 
 static int worker(const char *mode) {
   CUcontext ctx;
   CUmodule m;
   CHECK_CU(kit_init(0, &ctx));
-  if (!strcmp(mode, "kernel"))
-    CHECK_CU(kit_library(NULL));
-  else
-    CHECK_CU(kit_module(&m));
+  CUfunction kcheck = NULL; /* graph: a CUkernel; the other launches: CUfunctions */
+  if (!strcmp(mode, "kernel") || !strcmp(mode, "graph")) CHECK_CU(kit_library(NULL));
+  if (!strcmp(mode, "graph") && !(kcheck = kit_fn("check_u32"))) return 2;
+  if (strcmp(mode, "kernel")) CHECK_CU(kit_module(&m));
   static prog_t g;
   g.n = (int)(6 * vram() / ALLOC);
   if (!big_mode(mode)) g.n /= 3;
   g.host = malloc(ALLOC);
   write_all(&g, !strcmp(mode, "unseen"));
+  if (!strcmp(mode, "graph")) graph_check(&g, kcheck);
   int damage = !strcmp(mode, "corrupt") || !strcmp(mode, "truncate");
   if (damage) damage_swap(mode);
   read_all(&g, damage); /* three orders: every buffer read three times */
@@ -176,7 +219,8 @@ static int count(const char *hay, const char *needle) {
 
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--worker")) return worker(argv[2]);
-  VXT_ASSERT(argc == 2, "usage: spill_e2e e2e|pool|full|corrupt|truncate|nodiscard|kernel|unseen");
+  VXT_ASSERT(argc == 2,
+             "usage: spill_e2e e2e|pool|full|corrupt|truncate|nodiscard|kernel|graph|unseen");
   VXT_ASSERT(vxt_vx_preloaded(), "run me with libvx.so in LD_PRELOAD");
   const char *mode = argv[1];
   char dir[256], report[256], e_dir[300], e_rep[300], e_lim[64];
@@ -224,6 +268,7 @@ int main(int argc, char **argv) {
                (unsigned long long)host_peak, limit, SLACK);
     VXT_ASSERT(wrote > 0 && read > 0 && peak > 0);
     VXT_ASSERT(vxt_json_u64(json, 0, "nvme_read_failures") == 0);
+    if (!strcmp(mode, "graph")) VXT_ASSERT(out_u64(&r, "graph reads ") > 0);
   } else if (!strcmp(mode, "full")) {
     VXT_ASSERT(r.status == 0, "worker status %d", r.status);
     VXT_ASSERT(out_u64(&r, "errors=") == 0 && out_u64(&r, "bad=") == 0);

@@ -119,6 +119,9 @@ static CUresult predict_vals(const vx_launch_t *l, const CUdeviceptr *vals, int 
 static __attribute__((noinline)) CUresult launch_unseen(const vx_launch_t *l) {
   if (capturing(launch_stream(l))) return CUDA_SUCCESS;
   ctr_add(vx_tls_dev, VX_CTR_launches_unseen, 1);
+  VX_LOG_ONCE(VX_LOG_INFO, "a %s whose pointer arguments vx cannot learn: not predicted "
+                           "(counted in launches_unseen)",
+              l->graph ? "graph launch" : "kernel launch");
   return spill_armed() ? spill_unseen_launch() : CUDA_SUCCESS;
 }
 

@@ -34,7 +34,13 @@ typedef struct sim_library {
   pthread_mutex_t mu; /* guards mods */
   lib_mod *mods;
   size_t nmods;
+  struct sim_library *next_all;
 } sim_library;
+
+/* Libraries are never freed (queued launches may still run their
+ * functions); the list keeps unloaded ones reachable. */
+static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
+static sim_library *all_libs;
 
 static sim_library *lib_get(CUlibrary h) {
   return h && sim_handle_ok(SIM_H_LIBRARY, h) ? (sim_library *)h : NULL;
@@ -116,6 +122,10 @@ static CUresult lib_load(CUlibrary *out, const char *image) {
     l->kerns[i] = (sim_kernel){.magic = KERN_MAGIC, .lib = l, .idx = i};
     sim_handle_add(SIM_H_KERNEL, &l->kerns[i]);
   }
+  pthread_mutex_lock(&all_mu);
+  l->next_all = all_libs;
+  all_libs = l;
+  pthread_mutex_unlock(&all_mu);
   sim_handle_add(SIM_H_LIBRARY, l);
   *out = (CUlibrary)l;
   return CUDA_SUCCESS;
@@ -166,8 +176,7 @@ SIM_API CUresult cuLibraryUnload(CUlibrary library) {
   SIM_ENTER_INIT(cuLibraryUnload);
   sim_library *l = lib_get(library);
   if (!l) return CUDA_ERROR_INVALID_VALUE;
-  /* Never freed: queued launches may still run its functions. */
-  sim_handle_del(SIM_H_LIBRARY, l);
+  sim_handle_del(SIM_H_LIBRARY, l); /* never freed: see all_libs */
   for (size_t i = 0; i < l->nk; i++)
     sim_handle_del(SIM_H_KERNEL, &l->kerns[i]);
   pthread_mutex_lock(&l->mu);

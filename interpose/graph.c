@@ -6,6 +6,7 @@
 #include <string.h>
 #include "vxhash.h"
 
+#include "kernels.h"
 #include "launch.h"
 #include "observe.h"
 #include "vx.h"
@@ -16,6 +17,7 @@ typedef struct gx {
   CUgraphExec g;
   uint64_t kernel; /* combined id of its kernels, in node order */
   int n;
+  int unseen; /* a node vx cannot read (see node_values) */
   UT_hash_handle hh;
   CUdeviceptr vals[];
 } gx_t;
@@ -23,28 +25,58 @@ typedef struct gx {
 static pthread_mutex_t gx_lock = PTHREAD_MUTEX_INITIALIZER;
 static gx_t *gx_tab;
 
-/* Kernel node i's values appended to vals[*n..cap); its id mixed into *k. */
-static void node_values(CUgraphNode node, CUdeviceptr *vals, int *n, int cap, uint64_t *k) {
-  CUgraphNodeType t;
-  CUDA_KERNEL_NODE_PARAMS p;
-  if (VX_CALL(cuGraphNodeGetType, node, &t) != CUDA_SUCCESS || t != CU_GRAPH_NODE_TYPE_KERNEL)
-    return;
-  memset(&p, 0, sizeof p);
-  if (VX_CALL(cuGraphKernelNodeGetParams_v2, node, &p) != CUDA_SUCCESS || !p.func) return;
-  *k = (*k ^ obs_kernel_id(p.func)) * 0x100000001b3ull;
-  *n += obs_values(p.func, p.kernelParams, p.extra, vals + *n, cap - *n);
+/* Node types whose memory accesses vx does not learn: copies and sets
+ * (their ranges are not collected), child and conditional graphs (their
+ * kernels are not walked).  A graph holding one is unseen. */
+static int opaque_type(CUgraphNodeType t) {
+  return t == CU_GRAPH_NODE_TYPE_MEMCPY || t == CU_GRAPH_NODE_TYPE_MEMSET ||
+         t == CU_GRAPH_NODE_TYPE_GRAPH || t == CU_GRAPH_NODE_TYPE_CONDITIONAL;
 }
 
+/* Kernel node i's values appended to x->vals; its id mixed into x->kernel.
+ * A node captured from a CUkernel launch carries `kern` with `func` NULL
+ * (cuda.h: kern "will only be referenced if func is NULL"). */
+static void node_values(CUgraphNode node, gx_t *x) {
+  CUgraphNodeType t;
+  CUDA_KERNEL_NODE_PARAMS p;
+  if (VX_CALL(cuGraphNodeGetType, node, &t) != CUDA_SUCCESS) {
+    x->unseen = 1;
+    return;
+  }
+  if (opaque_type(t)) x->unseen = 1;
+  if (t != CU_GRAPH_NODE_TYPE_KERNEL) return;
+  memset(&p, 0, sizeof p);
+  CUfunction f = NULL;
+  if (VX_CALL(cuGraphKernelNodeGetParams_v2, node, &p) == CUDA_SUCCESS) {
+    f = p.func;
+    if (!f && p.kern) {
+      kern_note(p.kern);
+      f = (CUfunction)p.kern;
+    }
+  }
+  if (!f) {
+    x->unseen = 1;
+    return;
+  }
+  x->kernel = (x->kernel ^ obs_kernel_id(f)) * 0x100000001b3ull;
+  int got = obs_values(f, p.kernelParams, p.extra, x->vals + x->n, GRAPH_MAX_VALS - x->n);
+  if (got < 0)
+    x->unseen = 1;
+  else
+    x->n += got;
+}
+
+/* NULL when vx cannot read the graph at all (its launches are unseen). */
 static gx_t *collect(CUgraphExec e, CUgraph g) {
   size_t nn = 0;
-  if (VX_CALL(cuGraphGetNodes, g, NULL, &nn) != CUDA_SUCCESS || !nn) return NULL;
-  CUgraphNode *nodes = calloc(nn, sizeof *nodes);
+  if (VX_CALL(cuGraphGetNodes, g, NULL, &nn) != CUDA_SUCCESS) return NULL;
+  CUgraphNode *nodes = calloc(nn ? nn : 1, sizeof *nodes);
   gx_t *x = calloc(1, sizeof *x + GRAPH_MAX_VALS * sizeof(CUdeviceptr));
-  if (nodes && x && VX_CALL(cuGraphGetNodes, g, nodes, &nn) == CUDA_SUCCESS) {
+  if (nodes && x && (!nn || VX_CALL(cuGraphGetNodes, g, nodes, &nn) == CUDA_SUCCESS)) {
     x->g = e;
     x->kernel = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < nn && x->n < GRAPH_MAX_VALS; i++)
-      node_values(nodes[i], x->vals, &x->n, GRAPH_MAX_VALS, &x->kernel);
+    for (size_t i = 0; i < nn; i++) /* all: an unseen node may come late */
+      node_values(nodes[i], x);
   } else {
     free(x);
     x = NULL;
@@ -76,9 +108,10 @@ static void remember(CUgraphExec e, CUgraph g) {
 
 int graph_values(CUgraphExec e, CUdeviceptr *vals, int cap, uint64_t *kernel) {
   gx_t *x;
-  int n = 0;
+  int n = -1; /* a graph vx did not see instantiated (or could not read) */
   pthread_mutex_lock(&gx_lock);
   HASH_FIND_PTR(gx_tab, &e, x);
+  if (x && x->unseen) x = NULL;
   if (x) {
     n = x->n < cap ? x->n : cap;
     memcpy(vals, x->vals, (size_t)n * sizeof *vals);

@@ -239,7 +239,11 @@ SIM_API CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NO
   sim_node *nd = (sim_node *)hNode;
   if (nd->op->kind != OP_KERNEL) return CUDA_ERROR_INVALID_VALUE;
   memset(p, 0, sizeof *p);
-  p->func = (CUfunction)nd->op->u.k.f;
+  /* A node captured from a CUkernel launch carries the kernel as cuda.h
+   * documents it: `kern` set, `func` NULL ("kern ... will only be referenced
+   * if func is NULL"); the strict reading, so clients must handle it. */
+  if (nd->op->u.k.kern) p->kern = (CUkernel)nd->op->u.k.kern;
+  else p->func = (CUfunction)nd->op->u.k.f;
   p->gridDimX = nd->op->u.k.grid[0];
   p->gridDimY = nd->op->u.k.grid[1];
   p->gridDimZ = nd->op->u.k.grid[2];

@@ -225,7 +225,8 @@ typedef struct sim_op {
   int ndeps;
   sim_dep *deps;
   union {
-    struct { struct sim_func *f; unsigned grid[3], block[3]; unsigned char *pbuf; size_t psize; } k;
+    struct { struct sim_func *f; unsigned grid[3], block[3]; unsigned char *pbuf; size_t psize;
+             struct sim_kernel *kern; /* launched as this CUkernel, else NULL */ } k;
     struct { int dir; CUdeviceptr dst, src; void *hdst; const void *hsrc; size_t n; } cp;
     struct { CUdeviceptr dst; uint32_t val; int elsize; size_t n; } set;
     struct { CUhostFn fn; void *ud; CUstreamCallback cb; CUstream h; } fn;
@@ -329,5 +330,30 @@ size_t sim_dev_used_locked(const sim_dev *d);
 int sim_ctx_charge(int dev);
 /* The context is destroyed (or the primary context's last reference went). */
 void sim_ctx_uncharge(int dev);
+
+/* ---- libraries and CUkernels (sim_library.c; issue 12, CUkernel handles) ----
+ * A CUlibrary is context-less: its CUkernels are objects of their own, not
+ * CUfunctions; each context gets its own module of the library (made on
+ * first use) whose CUfunctions cuKernelGetFunction and launches use. */
+enum { SIM_H_LIBRARY = 64, SIM_H_KERNEL };
+struct sim_module;
+typedef struct sim_kernel sim_kernel;
+
+/* Parses PTX image into a module of context c, its functions live handles;
+ * c == NULL: a template holding names and layouts only, no handles. */
+CUresult sim_module_new(sim_ctx *c, const void *image, struct sim_module **out);
+/* Invalidates m's handles (modules are never freed). */
+void sim_module_unload(struct sim_module *m);
+/* m's function `name` with its registered body bound; CUDA_ERROR_NOT_FOUND
+ * when there is no such entry or no body. */
+CUresult sim_module_function(struct sim_module *m, const char *name, sim_func **out);
+size_t sim_module_count(const struct sim_module *m);
+const sim_func *sim_module_entry(const struct sim_module *m, size_t i);
+/* What cuFuncGetAttribute and cuKernelGetAttribute report. */
+int sim_func_attribute(CUfunction_attribute attrib);
+/* The CUfunction of kernel k in context c (its module made on first use). */
+CUresult sim_kernel_func(sim_kernel *k, sim_ctx *c, sim_func **out);
+/* The kernel behind handle h when it is a live CUkernel, else NULL. */
+sim_kernel *sim_kernel_of(const void *h);
 
 #endif

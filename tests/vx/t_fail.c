@@ -210,6 +210,25 @@ static CUresult copy_probe(const char *e) {
   return (CUresult)-1;
 }
 
+/* The library hooks (CUkernel handles): a library loaded, then each call,
+ * the earlier ones made first, then the CUkernel launched. */
+static CUresult library_probe(const char *e) {
+  CUlibrary lib;
+  CUkernel k;
+  CUfunction f;
+  CUresult r = cuLibraryLoadData(&lib, vxt_ptx, NULL, NULL, 0, NULL, NULL, 0);
+  if (r != CUDA_SUCCESS) return r;
+  if (!strcmp(e, "cuLibraryEnumerateKernels")) {
+    CUkernel ks[3];
+    return cuLibraryEnumerateKernels(ks, 3, lib);
+  }
+  r = cuLibraryGetKernel(&k, lib, "vxt_nop8");
+  if (r != CUDA_SUCCESS || !strcmp(e, "cuLibraryGetKernel")) return r;
+  r = cuKernelGetFunction(&f, k);
+  if (r != CUDA_SUCCESS) return r;
+  return cuLaunchKernel((CUfunction)k, 1, 1, 1, 32, 1, 1, 0, NULL, nop_params, NULL);
+}
+
 static CUresult probe(const char *e) {
   CUdeviceptr p = 0;
   size_t x, y;
@@ -283,6 +302,7 @@ static CUresult probe(const char *e) {
   if (!strncmp(e, "cuGraphInstantiate", 18) || !strcmp(e, "cuGraphExecDestroy")) return graph_make(e);
   if (!strncmp(e, "cuMemcpy", 8) || !strncmp(e, "cuMemset", 8) || !strncmp(e, "cuMemPrefetch", 13))
     return copy_probe(e);
+  if (!strncmp(e, "cuLibrary", 9) || !strcmp(e, "cuKernelGetFunction")) return library_probe(e);
   return (CUresult)-1;
 }
 

@@ -34,6 +34,12 @@ CUresult vx_launch_predict(const vx_launch_t *launch);
  * at instantiation (at most cap), and the graph's combined kernel id.
  * Returns how many were written (0 for a graph vx did not see). */
 int graph_values(CUgraphExec e, CUdeviceptr *vals, int cap, uint64_t *kernel);
+/* graph.c (entry-points helper): exec e was instantiated from g (another
+ * instantiate form); node's parameters in e are now p; e was updated from g
+ * (cuGraphExecUpdate).  What graph_values returns follows each change. */
+void graph_remember(CUgraphExec e, CUgraph g);
+void graph_exec_set_node(CUgraphExec e, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p);
+void graph_exec_update(CUgraphExec e, CUgraph g);
 void graph_atfork_prepare(void);
 void graph_atfork_parent(void);
 void graph_atfork_child(void);

@@ -53,10 +53,20 @@ static CUresult call_batch(int id, CUdeviceptr *d, CUdeviceptr *s, size_t *n, si
   return ((vx_pfn_cuMemcpyBatchAsync_v2)f)(d, s, n, count, a, ai, na, st);
 }
 
+/* Splitting must not accept what the driver refuses: a batch whose
+ * attribute indices are not as cuda.h demands goes to it whole. */
+static int well_formed(CUdeviceptr *d, CUdeviceptr *s, size_t *n, size_t count,
+                       CUmemcpyAttributes *a, size_t *ai, size_t na) {
+  if (!d || !s || !n || !a || !ai || !na || na > count || ai[0] != 0) return 0;
+  for (size_t k = 1; k < na; k++)
+    if (ai[k] <= ai[k - 1] || ai[k] >= count) return 0;
+  return 1;
+}
+
 static CUresult batch(int id, int on, CUdeviceptr *d, CUdeviceptr *s, size_t *n, size_t count,
                       CUmemcpyAttributes *a, size_t *ai, size_t na, size_t *fail, CUstream st) {
   /* Malformed batches go to the driver whole: its own error, nothing moved. */
-  if (!armed(on) || !d || !s || !n || !a || !ai || !na || na > count || ai[0] != 0)
+  if (!armed(on) || !well_formed(d, s, n, count, a, ai, na))
     return call_batch(id, d, s, n, count, a, ai, na, fail, st);
   const size_t per = GROUP_RANGES / 2;
   for (size_t g0 = 0; g0 < count; g0 += per) {
@@ -321,7 +331,8 @@ static int memop_range(const CUstreamBatchMemOpParams *o, CUdeviceptr *p, size_t
 #define MEMOP(name)                                                                                \
   CUresult name(CUstream s, unsigned int count, CUstreamBatchMemOpParams *ops, unsigned int fl) {  \
     VX_ENTER(on);                                                                                  \
-    if (!armed(on) || !ops) return VX_CALL(name, s, count, ops, fl);                               \
+    /* At 256 and more the driver refuses the batch: it gets it whole. */                          \
+    if (!armed(on) || !ops || count >= 256) return VX_CALL(name, s, count, ops, fl);               \
     for (unsigned g0 = 0; g0 < count; g0 += GROUP_RANGES) {                                        \
       unsigned g1 = count - g0 < GROUP_RANGES ? count : g0 + GROUP_RANGES;                         \
       CUdeviceptr p[GROUP_RANGES];                                                                 \

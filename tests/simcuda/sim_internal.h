@@ -312,6 +312,19 @@ sim_graph *sim_graph_new(void);
 int sim_graph_append(sim_graph *g, sim_op *op);
 void sim_graph_free(sim_graph *g);
 
+/* ---- entry points of issue #12 points 8 and 9 (entry-points helper) ---- */
+/* Handle kinds of sim_copy_batch.c, sim_pool.c and sim_ipc.c. */
+enum { SIM_H_ARRAY = 64, SIM_H_POOL };
+
+/* An executable graph: clones of the graph's ops, and the graph nodes they
+ * came from (src[i]: what cuGraphExec*SetParams names; it may be gone). */
+typedef struct sim_exec {
+  sim_op **ops;
+  size_t n;
+  sim_node **src;
+} sim_exec;
+CUresult sim_graph_instantiate(CUgraphExec *pe, CUgraph hg);
+
 /* ---- logging ---- */
 void sim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -93,6 +93,7 @@ static int start_locked(void) {
   }
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
   spill_init(); /* the NVMe tier; off (said why) or on, never fatal */
+  budget_host_init(); /* VX_HOST_MAX from MemAvailable at start-up */
   exec_init();
   vx_set_launch_observer(vx_launch_predict);
   timeline_init(); /* VX_REPORT: the sampler thread */

@@ -2,19 +2,16 @@
  * report physical, limit or extended capacity as VX_REPORT_MEMORY says. */
 #include "meminfo.h"
 
-#include <unistd.h>
-
 #include "budget.h"
 #include "vx.h"
 
-static uint64_t host_capacity(void) {
-  if (vx_opt.HOST_LIMIT.set) return vx_size_resolve(&vx_opt.HOST_LIMIT, 0);
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 2 : 0;
-}
-
-static uint64_t nvme_capacity(void) {
-  return vx_opt.NVME_DIR.s[0] ? vx_size_resolve(&vx_opt.NVME_LIMIT, 0) : 0;
+/* What vx can back beyond the device budget: host RAM up to VX_HOST_MAX
+ * and the swap file when the NVMe tier spills into it.  Exactly what
+ * allocations can get before out of memory; nothing unbacked. */
+static uint64_t backed_beyond_device(void) {
+  uint64_t host, nvme;
+  budget_host_capacity(&host, &nvme);
+  return host + nvme < host ? UINT64_MAX : host + nvme;
 }
 
 static uint64_t held_bytes(int dev) {
@@ -33,7 +30,9 @@ int vx_meminfo_rewrite(int dev, uint64_t *free, uint64_t *total) {
     *total = limit;
     used = budget_used(dev);
   } else {
-    *total = limit + host_capacity() + nvme_capacity();
+    /* Without concurrent managed access nothing spills off the device. */
+    uint64_t beyond = budget_managed_ok(dev) ? backed_beyond_device() : 0;
+    *total = limit + beyond < limit ? UINT64_MAX : limit + beyond;
     used = held_bytes(dev);
   }
   *free = *total > used ? *total - used : 0;

@@ -180,6 +180,44 @@ const vx_size_t *vx_sizes_for(const vx_sizes_t *s, int dev) {
   return NULL;
 }
 
+// ---- the host-memory cap ----
+
+int vx_meminfo_available(const char *meminfo, uint64_t *bytes) {
+  static const char key[] = "MemAvailable:";
+  for (const char *p = meminfo; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+    if (strncmp(p, key, sizeof key - 1)) continue;
+    p += sizeof key - 1;
+    while (*p == ' ' || *p == '\t')
+      p++;
+    if (!isdigit((unsigned char)*p)) return -ENOENT;
+    errno = 0;
+    char *end;
+    unsigned long long kb = strtoull(p, &end, 10);
+    while (*end == ' ' || *end == '\t')
+      end++;
+    if (errno || strncmp(end, "kB", 2) || kb > UINT64_MAX / 1024) return -ENOENT;
+    *bytes = (uint64_t)kb * 1024;
+    return 0;
+  }
+  return -ENOENT;
+}
+
+/* 80%: MemAvailable already excludes what other processes hold; the fifth
+ * left over is for the program's own later growth (data loaders, pinned
+ * staging buffers, the driver's host allocations) and the page cache, so
+ * that reaching the cap is an OOM error, not swapping or the OOM killer. */
+uint64_t vx_host_max_default(uint64_t available) {
+  return available / 5 * 4 + available % 5 * 4 / 5;
+}
+
+uint64_t vx_host_max_resolve(const vx_size_t *opt, uint64_t available, uint64_t fallback) {
+  if (opt && opt->set) {
+    if (opt->pct > 0) return available ? vx_size_resolve(opt, available) : fallback;
+    return opt->bytes;
+  }
+  return available ? vx_host_max_default(available) : fallback;
+}
+
 // ---- the table ----
 
 int vx_option_count(void) {

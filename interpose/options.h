@@ -68,6 +68,16 @@ uint64_t vx_size_resolve(const vx_size_t *s, uint64_t physical);
  * only entry when one value was given; NULL when none applies. */
 const vx_size_t *vx_sizes_for(const vx_sizes_t *s, int dev);
 
+/* ---- the host-memory cap (VX_HOST_MAX) ---- */
+/* MemAvailable from the text of /proc/meminfo ("MemAvailable:  123 kB"):
+ * 0 with *bytes set, or -ENOENT when the line is missing or malformed. */
+int vx_meminfo_available(const char *meminfo, uint64_t *bytes);
+/* The default cap for `available` bytes of MemAvailable: 80% of it. */
+uint64_t vx_host_max_default(uint64_t available);
+/* The cap in bytes: VX_HOST_MAX when set (a % of `available`), else the
+ * default; `available` = 0 means unknown and gives `fallback`. */
+uint64_t vx_host_max_resolve(const vx_size_t *opt, uint64_t available, uint64_t fallback);
+
 /* ---- loading ---- */
 /* Fills every option with its default. */
 void vx_options_defaults(vx_options_t *o);

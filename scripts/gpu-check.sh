@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# gpu-check: proves vx on a real NVIDIA GPU (driver-API programs past a device
-# limit, PyTorch training and KV-cache inference per policy, hook overhead).
+# gpu-check: proves vx on a real NVIDIA GPU (the driver's answers to the
+# simulator's open questions, driver-API programs past a device limit,
+# PyTorch training and KV-cache inference per policy, hook overhead).
 #
 #   scripts/gpu-check.sh OUTDIR [--debs DIR] [--quick] [--limit SIZE]
 #   scripts/gpu-check.sh OUTDIR --sim [--build-dir DIR]     (CI: simulated driver)
@@ -265,6 +266,15 @@ print(p["devices"][0]["total_mem"] if sys.argv[2] == "total_mem" else p[sys.argv
     "$work/probe.json" "$1" 2>/dev/null
 }
 phys_b=$(probe_field total_mem || echo 0)
+# The open questions first (issue 12): CUkernel queries, batch calls on the
+# legacy stream, free memory after the context and after cuBLAS, the kind of
+# a captured node, lookups before/after cuInit, managed bandwidth by prefetch
+# and by faults.  gpu_facts never asks for more managed memory than half of
+# what is free.
+facts_sizes=1G,4G
+[ "$sim" -eq 0 ] || facts_sizes=16M,64M
+run_step facts 90 "$build/tests/gpu/gpu_facts" --sizes "$facts_sizes"
+cp "$work/facts.out" "$work/facts.json" 2>/dev/null
 libcuda_dir=$(dirname "$(probe_field libcuda)" 2>/dev/null)
 [ "$libcuda_dir" != "." ] || libcuda_dir=""
 
@@ -328,9 +338,20 @@ if [ "$sim" -eq 0 ]; then
     else
       train_args=(--warmup 3 --iters 20); infer_args=(--steps 504)
     fi
-    for leg in ref oom demand static predict; do
+    for leg in ref oom demand static; do
       torch_leg train_gpt "$leg" --target-bytes $((2 * limit_b)) "${train_args[@]}"
     done
+    # residency_within_limit: the device's used memory, sampled from NVML
+    # (nvidia-smi) every 200 ms while the predict leg trains at 2x the limit.
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 \
+      >"$work/residency-base.txt" 2>/dev/null
+    (while :; do
+       nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2>/dev/null
+       sleep 0.2
+     done) >"$work/residency.txt" &
+    sampler=$!
+    torch_leg train_gpt predict --target-bytes $((2 * limit_b)) "${train_args[@]}"
+    kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
     infer_legs=(ref demand static predict)
     [ "$quick" -eq 1 ] || infer_legs+=(oom)
     for leg in "${infer_legs[@]}"; do

@@ -7,15 +7,21 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctr.h"
 #include "hooks.h"
 #include "ledger.h"
+#include "spill.h"
 #include "vx.h"
 
 struct budget {
   int ready;
-  uint64_t physical, limit, used;
+  int settled;    /* atomic: limit sized from what the driver reported free */
+  int managed_ok; /* CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS (or unknown) */
+  uint64_t physical;
+  uint64_t limit, usable; /* atomic: provisional until settled */
+  uint64_t used;
   vx_ledger_t *ledger; /* shared with other processes; NULL = private accounting */
   uint64_t owed;       /* atomic: charged bytes the ledger refused (forced charges) */
 };
@@ -27,22 +33,42 @@ static struct budget *budget_of(int dev) {
   return dev >= 0 && dev < VX_MAX_DEVICES ? &budgets[dev] : NULL;
 }
 
-/* Physical minus VX_RESERVE, the reserve being at most a quarter of the
- * device: a fixed default sized for data-centre GPUs must not leave a small
- * one (or a small simulated one) with no native budget at all. */
+/* VX_RESERVE, the headroom, at most a quarter of the device: a default
+ * sized for data-centre GPUs must not leave a small one (or a small
+ * simulated one) with no native budget at all.  A quarter of the physical
+ * size, not of what is free: what the libraries need does not shrink
+ * because other processes fill the card. */
+uint64_t budget_headroom(uint64_t physical, const vx_size_t *reserve) {
+  uint64_t r = vx_size_resolve(reserve, physical);
+  return r > physical / 4 ? physical / 4 : r;
+}
+
+void budget_size_from_free(uint64_t physical, uint64_t free, uint64_t held,
+                           const vx_size_t *device_limit, const vx_size_t *reserve, uint64_t *limit,
+                           uint64_t *usable) {
+  uint64_t pool = free + held < free || free + held > physical ? physical : free + held;
+  uint64_t head = budget_headroom(physical, reserve);
+  *usable = pool > head ? pool - head : 0;
+  *limit = *usable;
+  if (device_limit && device_limit->set) {
+    uint64_t want = vx_size_resolve(device_limit, physical);
+    if (want < *limit) *limit = want;
+  }
+}
+
+/* Before the first context use: physical minus the headroom (what
+ * cuDeviceTotalMem before any context can be answered with). */
 static uint64_t physical_less_reserve(uint64_t physical, const vx_options_t *o) {
-  uint64_t reserve = vx_size_resolve(&o->RESERVE, physical);
-  if (reserve > physical / 4) reserve = physical / 4;
-  return physical - reserve;
+  return physical - budget_headroom(physical, &o->RESERVE);
 }
 
 uint64_t budget_usable(int dev) {
   struct budget *b = budget_of(dev);
-  return b && budget_ready(dev) ? physical_less_reserve(b->physical, &vx_opt) : 0;
+  return b && budget_ready(dev) ? __atomic_load_n(&b->usable, __ATOMIC_RELAXED) : 0;
 }
 
-/* Limit: VX_DEVICE_LIMIT for this device (bytes or % of physical), else
- * physical minus VX_RESERVE. */
+/* Provisional limit: VX_DEVICE_LIMIT for this device (bytes or % of
+ * physical), else physical minus VX_RESERVE. */
 static uint64_t budget_resolve(int dev, uint64_t physical, const vx_options_t *o) {
   const vx_size_t *lim = vx_sizes_for(&o->DEVICE_LIMIT, dev);
   if (lim && lim->set) return vx_size_resolve(lim, physical);
@@ -98,10 +124,17 @@ static vx_ledger_t *budget_ledger_open(int dev, uint64_t capacity, const vx_opti
 
 // ---- set-up ----
 
-int budget_device_init(int dev, uint64_t physical, const vx_options_t *o) {
-  struct budget *b = budget_of(dev);
-  if (!b) return -EINVAL;
-  if (__atomic_load_n(&b->ready, __ATOMIC_ACQUIRE)) return 0;
+/* CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS of dev: 1 when set or when
+ * the driver cannot say (vx then behaves as it always did). */
+static int probe_managed(int dev) {
+  int v = 1;
+  CUresult r =
+      VX_CALL(cuDeviceGetAttribute, &v, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, dev);
+  return r != CUDA_SUCCESS || v != 0;
+}
+
+/* Physical size, provisional limit, capability, ledger: once per device. */
+static int budget_setup(struct budget *b, int dev, uint64_t physical, const vx_options_t *o) {
   if (!physical) {
     size_t bytes = 0;
     vx_pfn_cuDeviceTotalMem_v2 total = VX_REAL_FN(cuDeviceTotalMem_v2);
@@ -110,20 +143,98 @@ int budget_device_init(int dev, uint64_t physical, const vx_options_t *o) {
   }
   ctr_note_device(dev);
   uint64_t limit = budget_resolve(dev, physical, o);
+  int managed_ok = probe_managed(dev);
   /* Opened before the lock: the UUID query is a driver call. */
   vx_ledger_t *l = budget_ledger_open(dev, ledger_capacity_for(physical, limit, o), o);
   pthread_mutex_lock(&budget_init_lock);
-  if (!b->ready) {
+  int won = !b->ready;
+  if (won) {
     b->physical = physical;
     b->limit = limit;
+    b->usable = physical_less_reserve(physical, o);
+    b->managed_ok = managed_ok;
     b->ledger = l;
     l = NULL;
     __atomic_store_n(&b->ready, 1, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&budget_init_lock);
   ledger_close(l); /* another thread set the device up first */
-  vx_stats_limits_changed();
+  if (won && !managed_ok)
+    VX_LOG_ONCE(VX_LOG_WARN,
+                "device %d has no concurrent managed access "
+                "(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS = 0): no managed memory, "
+                "prediction or NVMe tier there; allocations beyond its budget stay native, "
+                "as without vx",
+                dev);
   return 0;
+}
+
+/* The budget from what the driver reports free, once a context of dev is
+ * current (first vx allocation or memory query there): the context, the
+ * modules already loaded and other processes' memory are then gone from
+ * it.  Bytes this process and other vx processes already hold (the
+ * ledger's shares) are added back: they are budgeted, not lost. */
+static void budget_settle(struct budget *b, int dev, const vx_options_t *o) {
+  CUdevice cur;
+  size_t free = 0, total = 0;
+  if (VX_CALL(cuCtxGetDevice, &cur) != CUDA_SUCCESS || cur != dev) return;
+  CUresult r = VX_CALL(cuMemGetInfo_v2, &free, &total);
+  uint64_t limit = __atomic_load_n(&b->limit, __ATOMIC_RELAXED);
+  uint64_t usable = __atomic_load_n(&b->usable, __ATOMIC_RELAXED);
+  const vx_size_t *lim = vx_sizes_for(&o->DEVICE_LIMIT, dev);
+  uint64_t held = 0;
+  if (r == CUDA_SUCCESS) {
+    held = budget_used(dev) + (b->ledger ? ledger_others(b->ledger) : 0);
+    budget_size_from_free(b->physical, free, held, lim, &o->RESERVE, &limit, &usable);
+  }
+  pthread_mutex_lock(&budget_init_lock);
+  int won = !b->settled;
+  if (won) {
+    __atomic_store_n(&b->limit, limit, __ATOMIC_RELAXED);
+    __atomic_store_n(&b->usable, usable, __ATOMIC_RELAXED);
+    if (b->ledger) ledger_set_capacity(b->ledger, usable);
+    __atomic_store_n(&b->settled, 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&budget_init_lock);
+  if (!won) return;
+  if (r != CUDA_SUCCESS) {
+    VX_LOG_ONCE(VX_LOG_WARN, "device %d: cuMemGetInfo_v2 failed (%d): budget from its total size",
+                dev, (int)r);
+  } else {
+    vx_log(VX_LOG_INFO,
+           "device %d: %llu bytes free at first use, %llu held by vx processes: usable %llu, "
+           "budget %llu",
+           dev, (unsigned long long)free, (unsigned long long)held, (unsigned long long)usable,
+           (unsigned long long)limit);
+    if (lim && lim->set && vx_size_resolve(lim, b->physical) > limit)
+      VX_LOG_ONCE(VX_LOG_WARN,
+                  "device %d: VX_DEVICE_LIMIT is more than the device has free less VX_RESERVE: "
+                  "budget %llu bytes",
+                  dev, (unsigned long long)limit);
+  }
+  vx_stats_limits_changed();
+}
+
+int budget_device_init(int dev, uint64_t physical, const vx_options_t *o) {
+  struct budget *b = budget_of(dev);
+  if (!b) return -EINVAL;
+  if (__atomic_load_n(&b->settled, __ATOMIC_ACQUIRE)) return 0;
+  if (!__atomic_load_n(&b->ready, __ATOMIC_ACQUIRE)) {
+    int rc = budget_setup(b, dev, physical, o);
+    if (rc) return rc;
+    vx_stats_limits_changed();
+  }
+  budget_settle(b, dev, o);
+  return 0;
+}
+
+int budget_settled(int dev) {
+  struct budget *b = budget_of(dev);
+  return b && __atomic_load_n(&b->settled, __ATOMIC_ACQUIRE);
+}
+
+int budget_managed_ok(int dev) {
+  return !budget_ready(dev) || budgets[dev].managed_ok;
 }
 
 int budget_ready(int dev) {
@@ -132,7 +243,7 @@ int budget_ready(int dev) {
 }
 
 uint64_t budget_limit(int dev) {
-  return budget_ready(dev) ? budgets[dev].limit : 0;
+  return budget_ready(dev) ? __atomic_load_n(&budgets[dev].limit, __ATOMIC_RELAXED) : 0;
 }
 uint64_t budget_physical(int dev) {
   return budget_ready(dev) ? budgets[dev].physical : 0;
@@ -160,8 +271,9 @@ int budget_try_charge(int dev, uint64_t n) {
   struct budget *b = budget_of(dev);
   if (!b || !budget_ready(dev)) return 0;
   uint64_t cur = __atomic_load_n(&b->used, __ATOMIC_RELAXED);
+  uint64_t limit = __atomic_load_n(&b->limit, __ATOMIC_RELAXED);
   do {
-    if (n > b->limit || cur > b->limit - n) return 0;
+    if (n > limit || cur > limit - n) return 0;
   } while (
       !__atomic_compare_exchange_n(&b->used, &cur, cur + n, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
   if (b->ledger && ledger_reserve(b->ledger, n)) {
@@ -192,6 +304,89 @@ void budget_release(int dev, uint64_t n) {
   /* Bytes the ledger never granted are paid back first. */
   uint64_t rest = n - sub_sat(&b->owed, n);
   if (rest) ledger_release(b->ledger, rest);
+}
+
+// ---- the host-memory cap (VX_HOST_MAX) ----
+
+static uint64_t host_max;       /* the cap in bytes, set once by budget_host_init */
+static uint64_t host_committed; /* atomic: bytes of vx's managed allocations */
+static pthread_once_t host_once = PTHREAD_ONCE_INIT;
+
+/* MemAvailable now (0 when /proc/meminfo cannot be read). */
+static uint64_t mem_available(void) {
+  char text[8192];
+  FILE *f = fopen("/proc/meminfo", "re");
+  if (!f) return 0;
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  uint64_t bytes = 0;
+  return vx_meminfo_available(text, &bytes) ? 0 : bytes;
+}
+
+static void host_init_once(void) {
+  uint64_t avail = mem_available();
+  long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t fallback =
+      pages > 0 && page > 0 ? vx_host_max_default((uint64_t)pages * (uint64_t)page) : 0;
+  if (!avail && !vx_opt.HOST_MAX.set)
+    vx_log(VX_LOG_WARN, "cannot read MemAvailable from /proc/meminfo: VX_HOST_MAX is %llu bytes",
+           (unsigned long long)fallback);
+  host_max = vx_host_max_resolve(&vx_opt.HOST_MAX, avail, fallback);
+  vx_log(VX_LOG_INFO, "host memory for managed data: at most %llu bytes (VX_HOST_MAX)",
+         (unsigned long long)host_max);
+}
+
+void budget_host_init(void) {
+  pthread_once(&host_once, host_init_once);
+}
+
+uint64_t budget_host_max(void) {
+  budget_host_init();
+  return host_max;
+}
+
+void budget_host_capacity(uint64_t *host, uint64_t *nvme) {
+  *host = budget_host_max();
+  *nvme = 0;
+  /* The swap file takes data only when the NVMe tier spills above
+   * VX_HOST_LIMIT; a VX_HOST_LIMIT above the cap is never reached (the cap
+   * refuses first), so the tier then backs nothing more.  When the swap
+   * file is full, spilled-to-be data stays in host RAM: the cap still
+   * bounds it, since the swap file is counted at most once. */
+  if (!spill_armed() || !vx_opt.HOST_LIMIT.set) return;
+  if (vx_size_resolve(&vx_opt.HOST_LIMIT, 0) > *host) return;
+  *nvme = vx_size_resolve(&vx_opt.NVME_LIMIT, 0);
+}
+
+/* Device bytes the budgets leave to managed data: limit minus native use. */
+static uint64_t device_room(void) {
+  uint64_t room = 0;
+  for (int d = 0; d < VX_MAX_DEVICES; d++) {
+    uint64_t lim = budget_limit(d), used = budget_used(d);
+    room += lim > used ? lim - used : 0;
+  }
+  return room;
+}
+
+int budget_host_try_commit(uint64_t n) {
+  uint64_t host, nvme;
+  budget_host_capacity(&host, &nvme);
+  uint64_t cap = device_room() + host, cur = __atomic_load_n(&host_committed, __ATOMIC_RELAXED);
+  cap = cap + nvme < cap ? UINT64_MAX : cap + nvme;
+  do {
+    if (n > cap || cur > cap - n) return 0;
+  } while (!__atomic_compare_exchange_n(&host_committed, &cur, cur + n, 1, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED));
+  return 1;
+}
+
+void budget_host_uncommit(uint64_t n) {
+  sub_sat(&host_committed, n);
+}
+
+uint64_t budget_host_committed(void) {
+  return __atomic_load_n(&host_committed, __ATOMIC_RELAXED);
 }
 
 void budget_atfork_prepare(void) {

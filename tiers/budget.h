@@ -10,7 +10,9 @@
 #include "options.h"
 
 /* Sets up device `dev` once: its physical size (from `physical` when
- * non-zero, else the real cuDeviceTotalMem_v2), its limit from o, and its
+ * non-zero, else the real cuDeviceTotalMem_v2), its limit from o (settled
+ * from the real cuMemGetInfo_v2 once a context of dev is current, see
+ * budget_settled), its concurrent-managed-access capability, and its
  * ledger (o->LEDGER): "uuid" opens the ledger keyed by the device's UUID
  * (the real cuDeviceGetUuid_v2), NAME opens NAME-<dev>, "off" none.  The
  * ledger's capacity is physical minus VX_RESERVE (or this process's limit,
@@ -22,9 +24,10 @@ int budget_device_init(int dev, uint64_t physical, const vx_options_t *o);
 int budget_ready(int dev);
 uint64_t budget_limit(int dev);
 uint64_t budget_physical(int dev);
-/* Physical memory minus VX_RESERVE (the reserve capped at a quarter of the
- * device): what native and managed data together may occupy.  0 when the
- * device is not initialised. */
+/* What native and managed data together may occupy on the device: free at
+ * first context use plus what vx processes hold there, less VX_RESERVE (the
+ * reserve capped at a quarter of the device); physical minus VX_RESERVE
+ * until then.  0 when the device is not initialised. */
 uint64_t budget_usable(int dev);
 uint64_t budget_used(int dev);
 /* Charges n bytes if they fit under the limit and the shared ledger grants
@@ -39,6 +42,45 @@ void budget_release(int dev, uint64_t n);
 /* 1 when device dev's budget is shared with other processes through a
  * ledger segment, 0 when private (off, unopenable, or not set up). */
 int budget_shared(int dev);
+
+// ---- reserve, concurrent managed access, host cap (issue 12, points 3, 4, 10) ----
+
+/* The budget is settled (sized from what the driver reports free) by the
+ * first budget_device_init() made while a context of the device is current:
+ * the first vx allocation or memory query there.  Before that, limit and
+ * usable are provisional (physical minus the headroom, or VX_DEVICE_LIMIT).
+ * 1 once settled. */
+int budget_settled(int dev);
+/* VX_RESERVE for a device of `physical` bytes, at most a quarter of it. */
+uint64_t budget_headroom(uint64_t physical, const vx_size_t *reserve);
+/* Pure: the budget from `free` bytes reported free plus `held` bytes that
+ * vx processes already hold on the device (they are budgeted, not gone),
+ * capped at physical, less the headroom: *usable.  *limit is that, or
+ * VX_DEVICE_LIMIT (device_limit, may be NULL) when smaller. */
+void budget_size_from_free(uint64_t physical, uint64_t free, uint64_t held,
+                           const vx_size_t *device_limit, const vx_size_t *reserve, uint64_t *limit,
+                           uint64_t *usable);
+/* 0 when device dev lacks CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS (no
+ * managed placement there: said once at set-up), else 1 (also when unknown). */
+int budget_managed_ok(int dev);
+
+/* The host-memory cap: reads MemAvailable once (call at start-up; later
+ * calls do nothing).  Thread-safe. */
+void budget_host_init(void);
+/* VX_HOST_MAX in bytes. */
+uint64_t budget_host_max(void);
+/* What vx can back beyond the device budgets: host RAM (the cap) and the
+ * swap file (VX_NVME_LIMIT when the NVMe tier is on and spills above a
+ * VX_HOST_LIMIT within the cap, else 0). */
+void budget_host_capacity(uint64_t *host, uint64_t *nvme);
+/* Commits n bytes of managed memory if all of vx's managed bytes still fit
+ * the room the device budgets leave plus budget_host_capacity(): 1, or 0
+ * (nothing committed: the allocation must fail with out of memory). */
+int budget_host_try_commit(uint64_t n);
+/* Returns n committed bytes (saturating at zero). */
+void budget_host_uncommit(uint64_t n);
+/* Bytes of managed memory committed now. */
+uint64_t budget_host_committed(void);
 
 /* fork: the set-up lock is held across fork() and re-created in the child. */
 void budget_atfork_prepare(void);

@@ -132,7 +132,8 @@ void exec_alloc(const vx_alloc_info_t *a) {
   int native = a->tier == VX_TIER_NATIVE;
   if (!native) obs_mark(a->base, a->size, 1);
   trace_rec_alloc(a->dev, a->id, a->base, a->size, native ? POL_ALLOC_NATIVE : 0);
-  if (!ex_planning || !a->id) return;
+  /* No concurrent managed access: no policy there, so no prefetch or advice. */
+  if (!ex_planning || !a->id || !budget_managed_ok(a->dev)) return;
   ex_alloc_t *e = native ? NULL : entry_new(a);
   if (!native && !e) return; /* untracked by the policy: plain managed memory */
   ex_dev_t *d = dev_of(a->dev);

@@ -390,14 +390,14 @@ int ledger_reserve(vx_ledger_t *l, uint64_t bytes) {
     seg_unlock(l->seg);
     return self;
   }
-  uint64_t sum = total_locked(l->seg);
-  if (sum > l->cap || bytes > l->cap - sum) {
+  uint64_t sum = total_locked(l->seg), cap = ledger_capacity(l);
+  if (sum > cap || bytes > cap - sum) {
     reclaim_locked(l->seg, self);
     sum = total_locked(l->seg);
   }
   if (bytes > UINT64_MAX - sum)
     rc = -EOVERFLOW;
-  else if (sum > l->cap || bytes > l->cap - sum)
+  else if (sum > cap || bytes > cap - sum)
     rc = -ENOMEM;
   else
     l->seg->slot[self].bytes += bytes;
@@ -440,7 +440,11 @@ uint64_t ledger_others(vx_ledger_t *l) {
 }
 
 uint64_t ledger_capacity(const vx_ledger_t *l) {
-  return l->cap;
+  return __atomic_load_n(&l->cap, __ATOMIC_RELAXED);
+}
+
+void ledger_set_capacity(vx_ledger_t *l, uint64_t device_capacity) {
+  if (l && !l->observer) __atomic_store_n(&l->cap, device_capacity, __ATOMIC_RELAXED);
 }
 
 int ledger_is_shared(const vx_ledger_t *l) {

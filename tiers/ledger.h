@@ -83,6 +83,12 @@ uint64_t ledger_others(vx_ledger_t *l);
 /* The capacity given at open (0 for an observer). */
 uint64_t ledger_capacity(const vx_ledger_t *l);
 
+/* Changes the capacity this handle reserves against (the budget settled
+ * from what the driver reports free, tiers/budget.c).  Shares already held
+ * are kept; later ledger_reserve() calls see the new capacity.  Ignored for
+ * an observer or NULL. */
+void ledger_set_capacity(vx_ledger_t *l, uint64_t device_capacity);
+
 /* 1 when the handle uses the shared segment, 0 when it is private. */
 int ledger_is_shared(const vx_ledger_t *l);
 

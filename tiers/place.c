@@ -44,10 +44,16 @@ static int track(vx_alloc_info_t *a) {
   return 0;
 }
 
+/* vx's own managed memory: what VX_HOST_MAX caps (budget_host_try_commit). */
+static int host_backed(int tier) {
+  return tier == VX_TIER_MANAGED || tier == VX_TIER_HOST;
+}
+
 /* The memory is gone: its bytes leave the tier and the budget. */
 static void untrack_bytes(const vx_alloc_info_t *a) {
   ctr_cur_sub(a->dev, tier_ctrs[a->tier].bytes_ctr, a->size);
   budget_release(a->dev, a->charged);
+  if (host_backed(a->tier)) budget_host_uncommit(a->size);
   sites_forget(a);
 }
 
@@ -88,6 +94,12 @@ static void advise(CUdeviceptr p, size_t size, int dev, int tier) {
 static int decide(int dev, size_t size, uint64_t *charged) {
   uint64_t phys = budget_physical(dev);
   *charged = 0;
+  if (!budget_managed_ok(dev)) {
+    /* No concurrent managed access: native, as without vx (said once). */
+    budget_charge(dev, size);
+    *charged = size;
+    return VX_TIER_NATIVE;
+  }
   /* VX_IPC=native: neither the budget nor the static policy moves cuMemAlloc
    * memory out of the device (IPC handles need native memory); only the
    * driver's own OOM does (place_alloc's fallback). */
@@ -127,16 +139,28 @@ CUresult place_alloc(CUdeviceptr *dptr, size_t size, place_native_fn native, voi
       return r;
     }
     budget_release(dev, a.charged);
-    if (r != CUDA_ERROR_OUT_OF_MEMORY) return r;
+    if (r != CUDA_ERROR_OUT_OF_MEMORY || !budget_managed_ok(dev)) return r;
     fallback_from = r;
     a.tier = VX_TIER_MANAGED;
     a.charged = 0;
   }
+  if (!budget_host_try_commit(size)) {
+    /* Host RAM would back it: past VX_HOST_MAX that is swapping or the OOM
+     * killer, so the application gets the out-of-memory error instead. */
+    VX_LOG_ONCE(VX_LOG_WARN,
+                "host memory cap reached (VX_HOST_MAX=%llu bytes): allocations beyond the "
+                "device budget and the NVMe tier fail with CUDA_ERROR_OUT_OF_MEMORY",
+                (unsigned long long)budget_host_max());
+    ctr_add(dev, VX_CTR_alloc_failures, 1);
+    return fallback_from != CUDA_SUCCESS ? fallback_from : CUDA_ERROR_OUT_OF_MEMORY;
+  }
   CUresult r = VX_CALL(cuMemAllocManaged, &a.base, size, CU_MEM_ATTACH_GLOBAL);
+  if (r != CUDA_SUCCESS) budget_host_uncommit(size);
   if (r == CUDA_SUCCESS && track(&a)) {
     /* Untracked managed memory would reach the driver's cuMemFreeAsync,
      * which rejects it: give it back and report what the device lacks. */
     VX_CALL(cuMemFree_v2, a.base);
+    budget_host_uncommit(size);
     ctr_add(dev, VX_CTR_alloc_failures, 1);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }

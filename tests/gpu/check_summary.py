@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-COMMON_STEPS = ("probe", "probe_vx", "oversub_vx_linked", "oversub_vx_dlsym",
+COMMON_STEPS = ("probe", "probe_vx", "facts", "oversub_vx_linked", "oversub_vx_dlsym",
                 "oversub_vx_procaddr", "oversub_vx_nvme", "oversub_native", "hooks")
 POLICIES = ("demand", "static", "predict")
 
@@ -45,6 +45,21 @@ def check_common(s, mode, fail):
     fail((s.get("steps") or {}).get("oversub_oom", {}).get("rc") == 2,
          "step oversub_oom exited 2 (CUDA error)")
     fail(ov.get("bytes") == 4 * s.get("limit", -1), "oversub.bytes is 4x the limit")
+    # The driver's answers: every key present; the ones any CUDA 12+ driver
+    # can answer are filled (the CUkernel and batch ones may be null on an
+    # older driver, with the reason in log.txt).
+    for k in ("cukernel_param_info", "cukernel_func_name", "batch_null_stream",
+              "free_after_ctx_bytes", "free_after_cublas_bytes", "graph_node_kind",
+              "procaddr_equal_after_init", "prefetch_gbps", "fault_gbps"):
+        fail(k in s, "summary has %s" % k)
+    fail(number(s.get("free_after_ctx_bytes")) and 0 < s["free_after_ctx_bytes"] <=
+         (s.get("device_memory") or 0), "free_after_ctx_bytes within the device's memory")
+    fail(isinstance(s.get("procaddr_equal_after_init"), bool), "procaddr_equal_after_init is a bool")
+    fail(number(s.get("prefetch_gbps")) and s["prefetch_gbps"] > 0, "prefetch_gbps > 0")
+    fail(number(s.get("fault_gbps")) and s["fault_gbps"] > 0, "fault_gbps > 0")
+    if mode == "gpu":
+        fail(isinstance(s.get("residency_within_limit"), bool),
+             "residency_within_limit measured (%r)" % s.get("residency_within_limit"))
     hooks = s.get("hooks") or {}
     fail(number(hooks.get("launch_ns_added")), "hooks.launch_ns_added is a number")
     fail(number(hooks.get("alloc_free_ns_added")), "hooks.alloc_free_ns_added is a number")

@@ -335,6 +335,45 @@ def payload(result, base):
     return {"sha256": result.get("tokens_sha256"), "first_sequence": result["tokens"][0]}
 
 
+# ---- the driver's answers (gpu_facts) ----
+FACT_KEYS = ("cukernel_param_info", "cukernel_func_name", "batch_null_stream",
+             "free_after_ctx_bytes", "free_after_cublas_bytes", "graph_node_kind",
+             "procaddr_equal_after_init", "prefetch_gbps", "fault_gbps", "managed_gbps")
+
+
+def facts(c, s):
+    """Copies gpu_facts' answers into the summary, each key present (null
+    when the driver could not answer, with gpu_facts' reason in the log)."""
+    got = c.json("facts.json")
+    if got is None:
+        c.incomplete.append("facts: %s" % (c.failure("facts") or "no JSON from gpu_facts"))
+        got = {}
+    for k in FACT_KEYS:
+        s[k] = got.get(k)
+
+
+def mib_samples(text):
+    return [int(v) << 20 for v in re.findall(r"^\s*(\d+)\s*$", text, re.M)]
+
+
+def residency(c, s, limit):
+    """residency_within_limit: the device's used memory while the predict
+    training leg ran, above what was used before it, against the limit plus
+    what the driver and cuBLAS take outside any allocation of the program."""
+    base, peak = mib_samples(c.text("residency-base.txt")), mib_samples(c.text("residency.txt"))
+    if not base or not peak:
+        s["residency_within_limit"] = None
+        c.incomplete.append("residency: no NVML samples during the predict training leg")
+        return
+    after = s.get("free_after_cublas_bytes") or s.get("free_after_ctx_bytes")
+    outside = (s.get("device_memory") or 0) - after if after else 0
+    used = max(peak) - base[0]
+    bound = limit + max(outside, 0)
+    s["residency_peak_bytes"] = used
+    s["residency_bound_bytes"] = bound
+    s["residency_within_limit"] = used <= bound
+
+
 # ---- the whole summary ----
 def build(c, args):
     s = {"ran": True, "mode": args.mode, "limit": args.limit, "quick": bool(args.quick)}
@@ -349,6 +388,7 @@ def build(c, args):
         s.setdefault("build_warnings", []).append(
             "building the check's targets failed (%s), building everything left them "
             "in place (%s)" % (c.failure("build"), c.failure("build_all") or "ok"))
+    facts(c, s)
     s["oversub"] = oversub(c, args.limit)
     s["hooks"] = hooks(c)
     losses = {}
@@ -361,6 +401,7 @@ def build(c, args):
                                        losses["train"])
             s["infer"] = torch_section(c, "infer", args.limit, "tokens_per_s",
                                        compare_tokens, losses["infer"])
+            residency(c, s, args.limit)
         s["notes"] = [
             "VX_DEVICE_LIMIT is a budget that vx enforces; the card itself has %s bytes, so "
             "the driver never feels memory pressure and pages that vx places in managed "

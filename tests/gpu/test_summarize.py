@@ -40,6 +40,18 @@ def vx_report(managed_peak=LIMIT, underflows=0):
     return {"vx": "0.1.0", "pid": 1, "tracked": 0, "devices": [dev]}
 
 
+FACTS = {"procaddr_equal_after_init": True, "total_bytes": PHYS,
+         "free_after_ctx_bytes": PHYS - (500 << 20), "free_after_cublas_bytes": PHYS - (600 << 20),
+         "cukernel_param_info": "CUDA_SUCCESS", "cukernel_func_name": "CUDA_SUCCESS",
+         "graph_node_kind": "kern",
+         "batch_null_stream": {"prefetch_null": "CUDA_ERROR_INVALID_VALUE",
+                               "prefetch_stream": "CUDA_SUCCESS",
+                               "discard_null": "CUDA_ERROR_INVALID_VALUE",
+                               "discard_stream": "CUDA_SUCCESS"},
+         "managed_gbps": [{"bytes": 1 << 30, "prefetch_gbps": 50.0, "fault_gbps": 12.0}],
+         "prefetch_gbps": 50.0, "fault_gbps": 12.0}
+
+
 def clean_gpu_run():
     """Files and step exit codes of a GPU run where everything is right."""
     probe = {"libcuda": "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "driver_version": 13000,
@@ -59,8 +71,11 @@ def clean_gpu_run():
         "train-oom.json": dict(train_result(status="oom"), error="CUDA out of memory"),
         "infer-ref.json": infer_result(rate=1000.0),
         "infer-oom.json": dict(infer_result(status="oom"), error="CUDA out of memory"),
+        "facts.json": json.dumps(FACTS),
+        "residency-base.txt": "600\n",
+        "residency.txt": "".join("%d\n" % (600 + m) for m in (100, 1800, LIMIT >> 20, 900)),
     }
-    rcs = {"debs": 0, "configure": 0, "build": 0, "probe": 0, "probe_vx": 0,
+    rcs = {"debs": 0, "configure": 0, "build": 0, "probe": 0, "probe_vx": 0, "facts": 0,
            "oversub_vx_linked": 0, "oversub_vx_dlsym": 0, "oversub_vx_procaddr": 0,
            "oversub_vx_nvme": 0, "oversub_native": 0, "oversub_oom": 2, "hooks": 0, "train-ref": 0, "train-oom": 3,
            "infer-ref": 0, "infer-oom": 3}
@@ -241,6 +256,25 @@ class SummarizeTest(unittest.TestCase):
     def test_hooks_without_figures_is_incomplete(self):
         run = self.run_with(lambda f, r: f.update({"hooks.out": "nothing\n"}))
         self.assertIncomplete(run, "no launch_ns_added")
+
+    def test_facts_are_copied_and_their_absence_is_incomplete(self):
+        run = self.run_with()
+        for k, v in FACTS.items():
+            if k != "total_bytes":
+                self.assertEqual(run.summary[k], v, k)
+        run = self.run_with(lambda f, r: (f.pop("facts.json"), r.update(facts=1)))
+        self.assertIncomplete(run, "facts: exit 1")
+        self.assertIsNone(run.summary["cukernel_param_info"])
+
+    def test_residency_above_limit_plus_outside_is_caught(self):
+        run = self.run_with()
+        self.assertTrue(run.summary["residency_within_limit"])
+        self.assertEqual(run.summary["residency_peak_bytes"], LIMIT)
+        over = (LIMIT >> 20) + 700  # cuBLAS and the context take 600 MiB outside vx's budget
+        run = self.run_with(lambda f, r: f.update({"residency.txt": "%d\n" % (600 + over)}))
+        self.assertFalse(run.summary["residency_within_limit"])
+        run = self.run_with(lambda f, r: f.pop("residency.txt"))
+        self.assertIncomplete(run, "no NVML samples")
 
     def test_sim_mode_needs_no_torch(self):
         def change(f, r):

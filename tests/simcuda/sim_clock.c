@@ -10,7 +10,7 @@ uint64_t sim_ns_for_bytes(uint64_t bytes, double gbps) {
 }
 
 void sim_stat_gauges_locked(sim_dev *d) {
-  d->st.device_used_bytes = d->native_bytes + d->resident_bytes;
+  d->st.device_used_bytes = sim_dev_used_locked(d);
   if (d->st.device_used_bytes > d->st.device_used_peak)
     d->st.device_used_peak = d->st.device_used_bytes;
 }
@@ -87,7 +87,7 @@ SIM_API int simcuda_nvml_memory(int dev, unsigned long long *total, unsigned lon
   if (!d || !total || !used) return -EINVAL;
   sim_lock();
   *total = d->capacity;
-  *used = d->native_bytes + d->resident_bytes;
+  *used = sim_dev_used_locked(d);
   sim_unlock();
   return 0;
 }

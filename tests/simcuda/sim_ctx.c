@@ -131,7 +131,17 @@ SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   if (!sim_dev_get(dev)) return CUDA_ERROR_INVALID_DEVICE;
   sim_ctx *c = primary_of(dev);
   if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+  /* The first reference creates the context: its VRAM is taken now. */
   sim_lock();
+  int first = c->prim_refs == 0 && !__atomic_load_n(&c->active, __ATOMIC_ACQUIRE);
+  sim_unlock();
+  if (first && sim_ctx_charge(dev) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  sim_lock();
+  if (first && (c->prim_refs || __atomic_load_n(&c->active, __ATOMIC_ACQUIRE))) {
+    sim_unlock(); /* another thread created it meanwhile */
+    sim_ctx_uncharge(dev);
+    sim_lock();
+  }
   c->prim_refs++;
   __atomic_store_n(&c->active, 1, __ATOMIC_RELEASE);
   sim_unlock();
@@ -154,6 +164,7 @@ static CUresult prim_release(CUdevice dev) {
   if (last) {
     ctx_teardown(c);
     __atomic_store_n(&c->active, 0, __ATOMIC_RELEASE);
+    sim_ctx_uncharge(dev);
   }
   return CUDA_SUCCESS;
 }
@@ -220,9 +231,13 @@ SIM_API CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) {
 static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev) {
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
   if (!sim_dev_get(dev)) return CUDA_ERROR_INVALID_DEVICE;
-  sim_ctx *c = ctx_new(dev, flags, 0);
-  if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
   if (depth == STACK_MAX) return CUDA_ERROR_INVALID_VALUE;
+  if (sim_ctx_charge(dev) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  sim_ctx *c = ctx_new(dev, flags, 0);
+  if (!c) {
+    sim_ctx_uncharge(dev);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   stack[depth++] = c;
   *pctx = (CUcontext)c;
   return CUDA_SUCCESS;
@@ -259,6 +274,7 @@ static CUresult ctx_destroy(CUcontext h) {
   if (__atomic_load_n(&c->destroyed, __ATOMIC_ACQUIRE)) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
   ctx_teardown(c);
   __atomic_store_n(&c->destroyed, 1, __ATOMIC_RELEASE);
+  sim_ctx_uncharge(c->dev);
   sim_handle_del(SIM_H_CTX, c);
   stack_remove(c);
   return CUDA_SUCCESS;

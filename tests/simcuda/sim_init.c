@@ -112,6 +112,26 @@ static int parse_devices(void) {
   return 0;
 }
 
+/* SIMCUDA_CTX_OVERHEAD=SIZE (0 or unset: none) and SIMCUDA_CONCURRENT_MANAGED=0|1. */
+static int parse_reserve_env(void) {
+  const char *o = getenv("SIMCUDA_CTX_OVERHEAD");
+  sim_g.ctx_overhead = 0;
+  if (o && *o && strcmp(o, "0") != 0 && sim_parse_size(o, &sim_g.ctx_overhead) != 0) {
+    sim_log("simcuda: bad SIMCUDA_CTX_OVERHEAD='%s' (a size with K/M/G, or 0)", o);
+    return -EINVAL;
+  }
+  const char *m = getenv("SIMCUDA_CONCURRENT_MANAGED");
+  sim_g.concurrent_managed = 1;
+  if (m && *m) {
+    if (strcmp(m, "0") != 0 && strcmp(m, "1") != 0) {
+      sim_log("simcuda: bad SIMCUDA_CONCURRENT_MANAGED='%s' (0 or 1)", m);
+      return -EINVAL;
+    }
+    sim_g.concurrent_managed = m[0] == '1';
+  }
+  return 0;
+}
+
 static void print_stats(void) {
   for (int d = 0; d < sim_g.ndev; d++) {
     simcuda_stats_t st;
@@ -135,6 +155,7 @@ static void boot(void) {
   err |= env_num("SIMCUDA_DEV_GBPS", 2000, &devbw);
   err |= env_num("SIMCUDA_FAULT_NS", 45000, &fault);
   err |= env_num("SIMCUDA_LAUNCH_NS", 3000, &launch);
+  err |= parse_reserve_env();
   const char *f = getenv("SIMCUDA_FAIL");
   if (f && *f && sim_fail_parse(f) != 0) {
     sim_log("simcuda: bad SIMCUDA_FAIL='%s' (entry:N[+][:code],...)", f);
@@ -266,7 +287,7 @@ static int attr_value(CUdevice_attribute a, int *v) {
   case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: *v = 52428800; break;
   case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *v = 1; break;
   case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: *v = 1; break;
-  case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: *v = 1; break;
+  case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: *v = sim_g.concurrent_managed; break;
   case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS: *v = 0; break;
   case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES: *v = 0; break;
   case CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST: *v = 0; break;

@@ -48,6 +48,8 @@ typedef struct sim_dev {
   uint64_t epoch;    /* max_end at the last simcuda_reset_stats */
   simcuda_stats_t st;
   sim_ctx *primary;
+  /* ---- reserve / concurrent managed access (issue 12, points 3 and 4) ---- */
+  size_t ctx_bytes; /* VRAM held by live contexts (SIMCUDA_CTX_OVERHEAD each) */
 } sim_dev;
 
 typedef struct sim_global {
@@ -57,6 +59,9 @@ typedef struct sim_global {
   double link_gbps, dev_gbps; /* bytes per ns */
   uint64_t fault_ns, launch_ns;
   int log_procaddr;
+  /* ---- reserve / concurrent managed access (issue 12, points 3 and 4) ---- */
+  size_t ctx_overhead;   /* SIMCUDA_CTX_OVERHEAD: VRAM each context takes */
+  int concurrent_managed; /* SIMCUDA_CONCURRENT_MANAGED (default 1) */
 } sim_global;
 
 extern sim_global sim_g;
@@ -344,5 +349,15 @@ int sim_peer_enabled(const sim_ctx *ctx, const sim_ctx *peer);
 
 /* ---- logging ---- */
 void sim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- reserve / concurrent managed access (issue 12, points 3 and 4) ---- */
+/* Device bytes in use: native + resident managed + contexts. */
+size_t sim_dev_used_locked(const sim_dev *d);
+/* A context of device dev comes to life: takes SIMCUDA_CTX_OVERHEAD of its
+ * VRAM (evicting managed chunks if needed).  0, or -ENOMEM when native
+ * memory and other contexts leave no room (creation fails with OOM). */
+int sim_ctx_charge(int dev);
+/* The context is destroyed (or the primary context's last reference went). */
+void sim_ctx_uncharge(int dev);
 
 #endif

@@ -374,6 +374,10 @@ static CUresult prefetch(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned fl
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE && (loc.id < 0 || loc.id >= sim_g.ndev))
     return CUDA_ERROR_INVALID_DEVICE;
+  /* cuda.h: a device destination, and the stream's device, must have
+   * CONCURRENT_MANAGED_ACCESS (SIMCUDA_CONCURRENT_MANAGED=0: none has). */
+  if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE && !sim_g.concurrent_managed)
+    return CUDA_ERROR_INVALID_DEVICE;
   if (!loc_ok(loc)) return CUDA_ERROR_INVALID_VALUE;
   sim_lock();
   sim_alloc *a = managed_range_locked(p, n);
@@ -417,6 +421,9 @@ static CUresult prefetch_batch(CUdeviceptr *dptrs, size_t *sizes, size_t count,
   if (!dptrs || !sizes || count == 0 || !locs || !locidx || nlocs == 0 || nlocs > count ||
       locidx[0] != 0 || flags != 0)
     return CUDA_ERROR_INVALID_VALUE;
+  /* cuda.h: every device must have CONCURRENT_MANAGED_ACCESS "otherwise the
+   * API will return an error". */
+  if (!sim_g.concurrent_managed) return CUDA_ERROR_NOT_SUPPORTED;
   sim_stream *s;
   CUresult r = sim_stream_resolve(h, ptds, &s);
   if (r != CUDA_SUCCESS) return r;
@@ -522,6 +529,11 @@ static CUresult advise(CUdeviceptr p, size_t n, CUmem_advise adv, CUmemLocation 
   if (needs_loc && loc.type == CU_MEM_LOCATION_TYPE_DEVICE && (loc.id < 0 || loc.id >= sim_g.ndev))
     return CUDA_ERROR_INVALID_DEVICE;
   if (needs_loc && !loc_ok(loc)) return CUDA_ERROR_INVALID_VALUE;
+  /* cuda.h: a GPU as preferred location or accessor needs
+   * CONCURRENT_MANAGED_ACCESS there. */
+  if ((adv == CU_MEM_ADVISE_SET_ACCESSED_BY || adv == CU_MEM_ADVISE_SET_PREFERRED_LOCATION) &&
+      loc.type == CU_MEM_LOCATION_TYPE_DEVICE && !sim_g.concurrent_managed)
+    return CUDA_ERROR_INVALID_DEVICE;
   sim_lock();
   sim_alloc *a = managed_range_locked(p, n);
   if (a) {

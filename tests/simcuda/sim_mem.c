@@ -1,5 +1,6 @@
 /* sim_mem.c: device and pinned host memory: cuMemAlloc*, frees, memory info,
  * address ranges, pointer attributes, host allocation and registration. */
+#include <errno.h>
 #include <string.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -30,7 +31,7 @@ static sim_alloc *alloc_new(int kind, sim_ctx *c, size_t size) {
 
 int64_t sim_make_room_locked(sim_dev *d, size_t need) {
   int64_t cost = 0;
-  while (d->capacity - d->native_bytes - d->resident_bytes < need) {
+  while (d->capacity - sim_dev_used_locked(d) < need) {
     sim_chunk *c = d->lru_head;
     if (!c) return -1;
     size_t cb = sim_chunk_bytes(c);
@@ -88,7 +89,8 @@ static CUresult native_alloc(CUdeviceptr *dptr, size_t size, sim_ctx *c) {
   }
   sim_lock();
   sim_dev *d = &sim_g.dev[c->dev];
-  int64_t cost = d->native_bytes + span <= d->capacity ? sim_make_room_locked(d, span) : -1;
+  int64_t cost = d->native_bytes + d->ctx_bytes + span <= d->capacity ? sim_make_room_locked(d, span)
+                                                                       : -1;
   a->base = cost >= 0 ? sim_va_alloc_locked(span, span >= SIM_CHUNK ? SIM_CHUNK : 256) : 0;
   if (!a->base || sim_map_insert_locked(a) != 0) {
     if (a->base) sim_va_free_locked(a->base, span);
@@ -179,7 +181,7 @@ static CUresult mem_info(size_t *free_b, size_t *total) {
   if (r != CUDA_SUCCESS) return r;
   sim_lock();
   sim_dev *d = &sim_g.dev[c->dev];
-  *free_b = d->capacity - d->native_bytes - d->resident_bytes;
+  *free_b = d->capacity - sim_dev_used_locked(d);
   *total = d->capacity;
   sim_unlock();
   return CUDA_SUCCESS;
@@ -501,4 +503,37 @@ SIM_API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *att
   }
   sim_unlock();
   return CUDA_SUCCESS;
+}
+
+// ---- context overhead (SIMCUDA_CTX_OVERHEAD) ----
+
+size_t sim_dev_used_locked(const sim_dev *d) {
+  return d->native_bytes + d->resident_bytes + d->ctx_bytes;
+}
+
+/* A real context holds device memory from creation to destruction (its
+ * local-memory pool, printf and malloc heaps, the loaded modules' code):
+ * cuMemGetInfo shows it, cuMemAlloc cannot have it. */
+int sim_ctx_charge(int dev) {
+  sim_dev *d = sim_dev_get(dev);
+  size_t n = sim_g.ctx_overhead;
+  if (!d || !n) return 0;
+  sim_lock();
+  int64_t cost = d->native_bytes + d->ctx_bytes + n <= d->capacity ? sim_make_room_locked(d, n) : -1;
+  if (cost >= 0) {
+    d->ctx_bytes += n;
+    sim_stat_gauges_locked(d);
+  }
+  sim_unlock();
+  return cost >= 0 ? 0 : -ENOMEM;
+}
+
+void sim_ctx_uncharge(int dev) {
+  sim_dev *d = sim_dev_get(dev);
+  size_t n = sim_g.ctx_overhead;
+  if (!d || !n) return;
+  sim_lock();
+  d->ctx_bytes -= d->ctx_bytes < n ? d->ctx_bytes : n;
+  sim_stat_gauges_locked(d);
+  sim_unlock();
 }

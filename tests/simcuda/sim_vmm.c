@@ -66,7 +66,8 @@ SIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   sim_lock();
-  int64_t cost = d->native_bytes + size <= d->capacity ? sim_make_room_locked(d, size) : -1;
+  int64_t cost =
+      d->native_bytes + d->ctx_bytes + size <= d->capacity ? sim_make_room_locked(d, size) : -1;
   if (cost < 0) {
     sim_unlock();
     munmap(h->backing, size);

@@ -81,7 +81,7 @@ simcuda_register_kernel_fn_t simcuda_find_register(void);
   X(total_ns)              /* virtual time of the whole run so far */          \
   X(host_backing_bytes)    /* host memory now backing managed data */          \
   X(host_backing_peak)                                                         \
-  X(device_used_bytes)     /* device memory in use (native + resident) */      \
+  X(device_used_bytes)     /* in use (native + resident + contexts) */         \
   X(device_used_peak)
 
 typedef struct simcuda_stats {
@@ -112,7 +112,9 @@ int simcuda_proc_row(int i, const char **sym);
  * SIMCUDA_DEV_GBPS (2000), SIMCUDA_FAULT_NS (45000), SIMCUDA_LAUNCH_NS (3000);
  * SIMCUDA_FAIL=entry:N[+][:code],... (code: a CUDA_ERROR_* name or number;
  * default OUT_OF_MEMORY for allocation entry points, UNKNOWN otherwise);
- * SIMCUDA_LOG=procaddr (one stderr line per lookup); SIMCUDA_STATS=1.
+ * SIMCUDA_LOG=procaddr (one stderr line per lookup); SIMCUDA_STATS=1;
+ * SIMCUDA_CTX_OVERHEAD=size (VRAM each live context holds, default 0);
+ * SIMCUDA_CONCURRENT_MANAGED=0|1 (the attribute, default 1; see README).
  * A bad value makes cuInit fail with CUDA_ERROR_NO_DEVICE, saying why. */
 
 #ifdef __cplusplus

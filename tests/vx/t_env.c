@@ -45,6 +45,7 @@ static const char *good_value(const char *name, const char *type) {
   if (!strcmp(name, "VX_POLICY")) return "static";
   if (!strcmp(name, "VX_REPORT_MEMORY")) return "extended";
   if (!strcmp(name, "VX_NVME_DIR")) return "/tmp";
+  if (!strcmp(name, "VX_HOST_MAX")) return "1G"; /* the program's managed bytes must fit */
   if (!strcmp(type, "BOOL")) return "on";
   if (!strcmp(type, "SIZE") || !strcmp(type, "SIZES")) return "8M";
   if (!strcmp(type, "PERCENT")) return "80";

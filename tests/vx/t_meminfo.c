@@ -65,6 +65,7 @@ static void check_mode(const char *mode) {
                        "SIMCUDA_VRAM=1G,512M",
                        "VX_DEVICE_LIMIT=768M,256M",
                        "VX_HOST_LIMIT=2G",
+                       "VX_HOST_MAX=2G", /* not the machine's MemAvailable */
                        "VX_NVME_DIR=/tmp",
                        "VX_NVME_LIMIT=4G",
                        env_mode,

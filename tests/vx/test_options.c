@@ -241,7 +241,7 @@ START_TEST(load) {
   ck_assert_uint_eq(o.DEVICE_LIMIT.v[1].bytes, 512ULL << 20);
   ck_assert_str_eq(o.REPORT.s, "/tmp/r.json");
   ck_assert_uint_eq(o.NATIVE_MAX.bytes, 1ULL << 20);
-  ck_assert_uint_eq(o.RESERVE.bytes, 256ULL << 20);
+  ck_assert_uint_eq(o.RESERVE.bytes, 1ULL << 30);
   ck_assert_int_eq(o.POLICY, VX_POLICY_STATIC);
   ck_assert_int_eq(o.DISABLE, 0);
   ck_assert_int_eq(o.STATS, 1);

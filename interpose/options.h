@@ -48,6 +48,7 @@ enum vx_option_id {
 /* ENUM values, in the order their choices appear in options.def. */
 enum { VX_REPORT_MEMORY_PHYSICAL, VX_REPORT_MEMORY_LIMIT, VX_REPORT_MEMORY_EXTENDED };
 enum { VX_POLICY_PREDICT, VX_POLICY_DEMAND, VX_POLICY_STATIC };
+enum { VX_IPC_ERROR, VX_IPC_NATIVE };
 
 /* ---- pure parsers: 0, or -EINVAL (out untouched) ---- */
 int vx_parse_bool(const char *s, int *out);

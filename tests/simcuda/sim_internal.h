@@ -318,6 +318,36 @@ sim_graph *sim_graph_new(void);
 int sim_graph_append(sim_graph *g, sim_op *op);
 void sim_graph_free(sim_graph *g);
 
+/* ---- entry points of issue #12 points 8 and 9 (entry-points helper) ---- */
+/* Handle kinds of sim_copy_batch.c, sim_pool.c and sim_ipc.c. */
+enum { SIM_H_ARRAY = 64, SIM_H_POOL };
+
+/* An executable graph: clones of the graph's ops, and the graph nodes they
+ * came from (src[i]: what cuGraphExec*SetParams names; it may be gone). */
+typedef struct sim_exec {
+  sim_op **ops;
+  size_t n;
+  sim_node **src;
+} sim_exec;
+CUresult sim_graph_instantiate(CUgraphExec *pe, CUgraph hg);
+
+/* sim_alloc.flags bits (sim_mem.c keeps 0x80000000 for a pending free). */
+#define SIM_AF_POOL 0x20000000u       /* stream-ordered: owner = its pool */
+#define SIM_AF_IPC_SHARED 0x10000000u /* exported: bytes in a memfd (sim_ipc.c) */
+#define SIM_AF_IPC_OPEN 0x08000000u   /* an opened IPC handle: cuIpcCloseMemHandle frees it */
+/* sim_ipc.c: an exported allocation is being destroyed (under sim_lock). */
+void sim_ipc_forget_locked(sim_alloc *a);
+/* sim_pool.c, under sim_lock: the pool a stream-ordered allocation on dev
+ * comes from (h NULL: the device's current pool; *r = INVALID_VALUE for a
+ * bad handle), and the pool's accounting of its blocks. */
+void *sim_pool_for_alloc_locked(int dev, CUmemoryPool h, CUresult *r);
+void sim_pool_allocated_locked(void *pool, size_t bytes);
+void sim_pool_freed_locked(void *pool, size_t bytes);
+int sim_pool_dev(CUmemoryPool h); /* -1 for a bad handle */
+/* sim_peer.c: ctx may access memory of peer's device (cuCtxEnablePeerAccess).
+ * Takes only its own lock: callable under sim_lock. */
+int sim_peer_enabled(const sim_ctx *ctx, const sim_ctx *peer);
+
 /* ---- logging ---- */
 void sim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -24,7 +24,7 @@ SIM_API void *simcuda_access(simcuda_kctx_t *k, CUdeviceptr dptr, size_t bytes, 
     switch (a->kind) {
     case SIM_NATIVE:
     case SIM_VMM:
-      if (a->dev == k->dev) {
+      if (a->dev == k->dev || sim_peer_enabled(k->s->ctx, a->ctx)) { /* peer: sim_peer.c */
         p = (char *)a->backing + off;
         k->kc.bytes += bytes;
       }

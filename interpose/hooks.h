@@ -9,6 +9,19 @@
 /* cuda.h renames cuGetProcAddress to its _v2; vx hooks both under their
  * real names, so the macro must not rewrite ours. */
 #undef cuGetProcAddress
+/* Likewise the v1 names cuda.h renames to their _v2 (entry-points helper):
+ * vx hooks each variant under its exact name. */
+#undef cuMemPrefetchAsync
+#undef cuMemcpyBatchAsync
+#undef cuMemcpy3DBatchAsync
+#undef cuStreamWriteValue32
+#undef cuStreamWriteValue64
+#undef cuStreamWaitValue32
+#undef cuStreamWaitValue64
+#undef cuStreamBatchMemOp
+#undef cuGraphExecUpdate
+#undef cuGraphExecKernelNodeSetParams
+#undef cuIpcOpenMemHandle
 
 /* NVML types, ABI-identical to nvml.h (not shipped with the toolkit). */
 typedef int vx_nvml_return_t;

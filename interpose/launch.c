@@ -109,11 +109,27 @@ static CUresult predict_vals(const vx_launch_t *l, const CUdeviceptr *vals, int 
   return n ? exec_launch(dev, kernel, st, r, n) : CUDA_SUCCESS;
 }
 
+/* A launch whose pointer arguments vx cannot learn (obs_values or
+ * graph_values said -1): no prediction, no trace record, and the spill
+ * tier can no longer prove it sees every access.  The rule: the first such
+ * launch while the tier is on restores every spilled chunk and stops all
+ * spilling for good (spill_unseen_launch); simplest correct with threads,
+ * since nothing can be spilled between the restore and this enqueue.  A
+ * capturing stream only records it: the graph's launch decides then. */
+static __attribute__((noinline)) CUresult launch_unseen(const vx_launch_t *l) {
+  if (capturing(launch_stream(l))) return CUDA_SUCCESS;
+  ctr_add(vx_tls_dev, VX_CTR_launches_unseen, 1);
+  VX_LOG_ONCE(VX_LOG_INFO, "a %s whose pointer arguments vx cannot learn: not predicted "
+                           "(counted in launches_unseen)",
+              l->graph ? "graph launch" : "kernel launch");
+  return spill_armed() ? spill_unseen_launch() : CUDA_SUCCESS;
+}
+
 static __attribute__((noinline)) CUresult predict_graph(const vx_launch_t *l) {
   CUdeviceptr vals[OBS_GRAPH_VALS];
   uint64_t kernel = 1;
   int nv = graph_values(l->graph, vals, OBS_GRAPH_VALS, &kernel);
-  return predict_vals(l, vals, nv, kernel);
+  return nv < 0 ? launch_unseen(l) : predict_vals(l, vals, nv, kernel);
 }
 
 CUresult vx_launch_predict(const vx_launch_t *l) {
@@ -121,7 +137,7 @@ CUresult vx_launch_predict(const vx_launch_t *l) {
   if (l->graph) return predict_graph(l);
   CUdeviceptr vals[OBS_MAX_VALS];
   int nv = obs_values(l->f, l->params, l->extra, vals, OBS_MAX_VALS);
-  return predict_vals(l, vals, nv, 0);
+  return nv < 0 ? launch_unseen(l) : predict_vals(l, vals, nv, 0);
 }
 
 static inline CUresult observe(const vx_launch_t *l, int counter) {

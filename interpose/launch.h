@@ -32,8 +32,16 @@ CUresult vx_launch_predict(const vx_launch_t *launch);
 
 /* graph.c: the pointer values of graph exec e's kernel nodes, as collected
  * at instantiation (at most cap), and the graph's combined kernel id.
- * Returns how many were written (0 for a graph vx did not see). */
+ * Returns how many were written, or -1 when the graph is unseen: vx did not
+ * see it instantiated, or it holds a node vx cannot read (a kernel node
+ * without a layout, a copy, set, child or conditional node). */
 int graph_values(CUgraphExec e, CUdeviceptr *vals, int cap, uint64_t *kernel);
+/* graph.c (entry-points helper): exec e was instantiated from g (another
+ * instantiate form); node's parameters in e are now p; e was updated from g
+ * (cuGraphExecUpdate).  What graph_values returns follows each change. */
+void graph_remember(CUgraphExec e, CUgraph g);
+void graph_exec_set_node(CUgraphExec e, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p);
+void graph_exec_update(CUgraphExec e, CUgraph g);
 void graph_atfork_prepare(void);
 void graph_atfork_parent(void);
 void graph_atfork_child(void);

@@ -3,8 +3,9 @@
 #ifndef VX_INTERPOSE_LOG_H
 #define VX_INTERPOSE_LOG_H
 
-/* Same order as VX_LOG's choices in options.def (error|warn|info|debug). */
-enum { VX_LOG_ERROR, VX_LOG_WARN, VX_LOG_INFO, VX_LOG_DEBUG };
+/* The levels VX_LOG_ERROR < WARN < INFO < DEBUG are VX_LOG's choices
+ * (choices.def), so the option's value is the level. */
+#include "options.h"
 
 /* Messages above `level` are dropped.  Default VX_LOG_WARN. */
 void vx_log_set_level(int level);

@@ -19,9 +19,31 @@ struct opt_row {
   size_t offset;
 };
 
+/* Each ENUM option's choices as one string "|a|b|c", from choices.def: a
+ * VX_CHOICES row ends the previous definition and opens the next. */
+#define VX_CHOICES(opt)                                                                            \
+  ;                                                                                                \
+  static const char choices_##opt[] = ""
+#define VX_CHOICE(opt, id, text) "|" text
+static const char choices_none_[] __attribute__((unused)) = ""
+#include "choices.def"
+    ;
+#undef VX_CHOICES
+#undef VX_CHOICE
+
+/* An option's choices past the leading '|' (ENUM), or NULL: an ENUM without
+ * a VX_CHOICES row does not compile. */
+#define CHOICES_BOOL(name) NULL
+#define CHOICES_SIZE(name) NULL
+#define CHOICES_SIZES(name) NULL
+#define CHOICES_PERCENT(name) NULL
+#define CHOICES_INT(name) NULL
+#define CHOICES_STRING(name) NULL
+#define CHOICES_ENUM(name) (choices_##name + 1)
+
 static const struct opt_row opt_table[] = {
 #define VX_OPTION(name, type, def, help)                                                           \
-  {{"VX_" #name, #type, def, help}, OT_##type, offsetof(vx_options_t, name)},
+  {{"VX_" #name, #type, def, help, CHOICES_##type(name)}, OT_##type, offsetof(vx_options_t, name)},
 #include "options.def"
 #undef VX_OPTION
 };
@@ -133,29 +155,10 @@ int vx_parse_percent(const char *s, int *out) {
   return 0;
 }
 
-/* The choices of an ENUM: the first word of the help text holding a '|'. */
-static int enum_choices(const char *help, const char **start, size_t *len) {
-  for (const char *p = help; *p;) {
-    while (*p && !isalnum((unsigned char)*p))
-      p++;
-    const char *w = p;
-    int bars = 0;
-    while (isalnum((unsigned char)*p) || *p == '|' || *p == '_' || *p == '-')
-      bars += *p++ == '|';
-    if (bars) {
-      *start = w;
-      *len = (size_t)(p - w);
-      return 0;
-    }
-  }
-  return -EINVAL;
-}
-
-int vx_parse_enum(const char *s, const char *help, int *out) {
-  const char *c;
-  size_t len, want = strlen(s);
-  if (enum_choices(help, &c, &len) || want == 0) return -EINVAL;
-  const char *end = c + len;
+int vx_parse_enum(const char *s, const char *choices, int *out) {
+  size_t want = strlen(s);
+  if (!choices || want == 0) return -EINVAL;
+  const char *c = choices, *end = c + strlen(c);
   for (int i = 0; c < end; i++) {
     const char *bar = memchr(c, '|', (size_t)(end - c));
     size_t n = bar ? (size_t)(bar - c) : (size_t)(end - c);
@@ -251,13 +254,9 @@ const char *vx_option_form(int i) {
     return "a non-negative whole number";
   case OT_STRING:
     return "at most 4095 characters";
-  case OT_ENUM: {
-    const char *c;
-    size_t len;
-    if (enum_choices(opt_table[i].info.help, &c, &len)) return "one of the documented choices";
-    snprintf(buf, sizeof buf, "one of %.*s", (int)len, c);
+  case OT_ENUM:
+    snprintf(buf, sizeof buf, "one of %s", opt_table[i].info.choices);
     return buf;
-  }
   }
   return "";
 }
@@ -283,7 +282,7 @@ static int opt_parse(const struct opt_row *r, void *field, const char *v) {
   case OT_INT:
     return vx_parse_int(v, field);
   case OT_ENUM:
-    return vx_parse_enum(v, r->info.help, field);
+    return vx_parse_enum(v, r->info.choices, field);
   case OT_STRING:
     if (strlen(v) >= VX_OPT_STRING_MAX) return -EINVAL;
     strcpy(((vx_optstr_t *)field)->s, v);
@@ -355,12 +354,10 @@ static void format_size(const vx_size_t *s, char *buf, size_t len) {
     snprintf(buf, len, "%llu", (unsigned long long)v);
 }
 
-static void format_enum(const char *help, int idx, char *buf, size_t len) {
-  const char *c;
-  size_t n;
+static void format_enum(const char *choices, int idx, char *buf, size_t len) {
+  const char *c = choices;
   snprintf(buf, len, "%d", idx);
-  if (enum_choices(help, &c, &n)) return;
-  const char *end = c + n;
+  const char *end = c + strlen(c);
   for (int i = 0; c < end; i++) {
     const char *bar = memchr(c, '|', (size_t)(end - c));
     size_t w = bar ? (size_t)(bar - c) : (size_t)(end - c);
@@ -389,7 +386,7 @@ int vx_option_format(const vx_options_t *o, int i, char *buf, size_t len) {
     snprintf(buf, len, "%s", ((const vx_optstr_t *)f)->s);
     break;
   case OT_ENUM:
-    format_enum(r->info.help, *(const int *)f, buf, len);
+    format_enum(r->info.choices, *(const int *)f, buf, len);
     break;
   case OT_SIZE:
     format_size(f, buf, len);

@@ -45,9 +45,25 @@ enum vx_option_id {
   VX_OPTION_COUNT
 };
 
-/* ENUM values, in the order their choices appear in options.def. */
-enum { VX_REPORT_MEMORY_PHYSICAL, VX_REPORT_MEMORY_LIMIT, VX_REPORT_MEMORY_EXTENDED };
-enum { VX_POLICY_PREDICT, VX_POLICY_DEMAND, VX_POLICY_STATIC };
+/* ENUM values: VX_<OPTION>_<ID> is the index of that choice in its list in
+ * choices.def (0 first), which is what an ENUM field holds.  Generated in
+ * two steps: a running sequence over all rows, then each choice's distance
+ * from its option's VX_CHOICES row. */
+enum vx_choice_seq {
+#define VX_CHOICES(opt) VX_CHOICE_SEQ_##opt,
+#define VX_CHOICE(opt, id, text) VX_CHOICE_SEQ_##opt##_##id,
+#include "choices.def"
+#undef VX_CHOICES
+#undef VX_CHOICE
+  VX_CHOICE_SEQ_COUNT
+};
+enum vx_choice {
+#define VX_CHOICES(opt)
+#define VX_CHOICE(opt, id, text) VX_##opt##_##id = VX_CHOICE_SEQ_##opt##_##id - VX_CHOICE_SEQ_##opt - 1,
+#include "choices.def"
+#undef VX_CHOICES
+#undef VX_CHOICE
+};
 
 /* ---- pure parsers: 0, or -EINVAL (out untouched) ---- */
 int vx_parse_bool(const char *s, int *out);
@@ -59,8 +75,8 @@ int vx_parse_sizes(const char *s, vx_sizes_t *out);
 int vx_parse_percent(const char *s, int *out);
 /* A non-negative whole number that fits a long. */
 int vx_parse_int(const char *s, long *out);
-/* Index of s among the '|'-separated choices found in `help`. */
-int vx_parse_enum(const char *s, const char *help, int *out);
+/* Index of s (any case) among the '|'-separated `choices` ("a|b|c"). */
+int vx_parse_enum(const char *s, const char *choices, int *out);
 /* Bytes a size stands for on a device with `physical` bytes (0 if unset). */
 uint64_t vx_size_resolve(const vx_size_t *s, uint64_t physical);
 /* The size for device `dev` from a per-device list: its own entry, or the
@@ -94,6 +110,7 @@ typedef struct {
   const char *type; /* "BOOL", "SIZE", ... */
   const char *def;
   const char *help;
+  const char *choices; /* ENUM: "a|b|c" from choices.def; NULL otherwise */
 } vx_option_info_t;
 int vx_option_count(void);
 /* NULL when i is out of range. */

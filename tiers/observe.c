@@ -1,10 +1,11 @@
-/* Launch observation: per-CUfunction parameter layouts (a lock-free table
- * filled on first sight), argument values, and their allocations. */
+/* Launch observation: per-handle (CUfunction or CUkernel) parameter layouts
+ * (a lock-free table filled on first sight), argument values, allocations. */
 #include "observe.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "vx.h"
 
 // ---- per-function layout cache ----
@@ -30,23 +31,94 @@ static unsigned fn_slot(CUfunction f) {
   return (unsigned)(h >> 40) & (OBS_FN_SLOTS - 1);
 }
 
-/* The parameters of f that can hold a pointer, from cuFuncGetParamInfo. */
-static void fn_layout(CUfunction f, obs_fn_t *e) {
-  e->f = f;
-  e->kernel = 0;
+// ---- the two query families ----
+
+/* Since CUDA 12 a launch handle is a CUfunction or a CUkernel (libcudart 13
+ * launches every <<<>>> kernel with the CUkernel of cuLibraryGetKernel);
+ * cuFunc* is documented for the first, cuKernel* for the second.  Handles
+ * vx saw made as CUkernels (kernels.c) are asked with cuKernel* first; any
+ * other handle with cuFunc* first; either way the other family is tried
+ * when the first gives nothing. */
+typedef CUresult (*param_fn)(CUfunction f, size_t i, size_t *off, size_t *size);
+
+static CUresult func_param(CUfunction f, size_t i, size_t *off, size_t *size) {
+  return VX_CALL(cuFuncGetParamInfo, f, i, off, size);
+}
+static CUresult kern_param(CUfunction f, size_t i, size_t *off, size_t *size) {
+  return VX_CALL(cuKernelGetParamInfo, (CUkernel)f, i, off, size);
+}
+static CUresult func_name(CUfunction f, const char **name) {
+  return VX_CALL(cuFuncGetName, name, f);
+}
+static CUresult kern_name(CUfunction f, const char **name) {
+  return VX_CALL(cuKernelGetName, name, (CUkernel)f);
+}
+
+/* The handle to ask with each family, in the order to ask: the handle
+ * itself, and for a CUfunction of a known CUkernel, that kernel last. */
+typedef struct query {
+  CUfunction h[3];
+  int kern[3]; /* 1: ask h[i] with cuKernel* */
+  int n;
+} query_t;
+
+static void query_plan(CUfunction f, query_t *q) {
+  int k = kern_is_kernel(f);
+  q->h[0] = q->h[1] = f;
+  q->kern[0] = k;
+  q->kern[1] = !k;
+  q->n = 2;
+  CUkernel of = k ? NULL : kern_of_function(f);
+  if (of) {
+    q->h[2] = (CUfunction)of;
+    q->kern[2] = 1;
+    q->n = 3;
+  }
+}
+
+// ---- layouts ----
+
+/* The parameters of h that can hold a pointer, asked with one family.
+ * Returns the number of parameters (any size), or -1 when the driver gave
+ * no layout (e->np is then -1). */
+static int layout_with(CUfunction h, param_fn q, obs_fn_t *e) {
   e->np = 0;
-  for (size_t i = 0; i < 4096 && e->np < OBS_MAX_PARAMS; i++) {
+  size_t i = 0;
+  for (; i < 4096 && e->np < OBS_MAX_PARAMS; i++) {
     size_t off, size;
-    CUresult r = VX_CALL(cuFuncGetParamInfo, f, i, &off, &size);
-    if (r == CUDA_ERROR_INVALID_VALUE) return; /* past the last parameter */
+    CUresult r = q(h, i, &off, &size);
+    if (r == CUDA_ERROR_INVALID_VALUE) break; /* past the last parameter */
     if (r != CUDA_SUCCESS) {
       e->np = -1;
-      return;
+      return -1;
     }
     if (size < 8) continue;
     e->idx[e->np] = (uint16_t)i;
     e->words[e->np++] = (uint16_t)(size / 8 < 0xffff ? size / 8 : 0xffff);
   }
+  return (int)i;
+}
+
+/* f's layout: the first family that gives one with parameters; a layout of
+ * no parameters is believed only when no other family gives more (a driver
+ * may answer a handle of the other family "past the last parameter"). */
+static void fn_layout(CUfunction f, obs_fn_t *e) {
+  query_t q;
+  query_plan(f, &q);
+  e->f = f;
+  e->kernel = 0;
+  int have = -1;
+  obs_fn_t t;
+  for (int i = 0; i < q.n && have <= 0; i++) {
+    int got = layout_with(q.h[i], q.kern[i] ? kern_param : func_param, have < 0 ? e : &t);
+    if (got > 0 && have == 0) { /* a real layout after an empty answer */
+      e->np = t.np;
+      memcpy(e->idx, t.idx, sizeof t.idx);
+      memcpy(e->words, t.words, sizeof t.words);
+    }
+    if (got > have) have = got;
+  }
+  if (have < 0) e->np = -1;
 }
 
 static obs_fn_t *fn_find(CUfunction f) {
@@ -104,6 +176,7 @@ int obs_values(CUfunction f, void **params, void **extra, CUdeviceptr *vals, int
     fn_layout(f, &tmp);
     e = &tmp;
   }
+  if (e->np < 0) return -1; /* no layout from either family: unseen */
   int n = 0;
   for (int i = 0; i < e->np && n < cap; i++) {
     const unsigned char *p = params[e->idx[i]];
@@ -121,8 +194,13 @@ uint64_t obs_hash_name(const char *name) {
 }
 
 static uint64_t name_id(CUfunction f) {
-  const char *name = NULL;
-  if (VX_CALL(cuFuncGetName, &name, f) == CUDA_SUCCESS && name) return obs_hash_name(name);
+  query_t q;
+  query_plan(f, &q);
+  for (int i = 0; i < q.n; i++) {
+    const char *name = NULL;
+    if ((q.kern[i] ? kern_name : func_name)(q.h[i], &name) == CUDA_SUCCESS && name)
+      return obs_hash_name(name);
+  }
   uint64_t h = (uint64_t)(uintptr_t)f * 0x9E3779B97F4A7C15ull;
   return h ? h : 1;
 }

@@ -24,17 +24,19 @@ typedef struct obs_set {
 } obs_set_t;
 
 /* The 8-byte words of a launch of f's arguments: from kernelParams with the
- * layout of cuFuncGetParamInfo (cached per CUfunction; every parameter of 8
+ * layout of cuFuncGetParamInfo, or cuKernelGetParamInfo when f is a CUkernel
+ * (cached per handle; every parameter of 8
  * bytes or more, a struct scanned at 8-byte steps: a framework's
  * multi-tensor struct of pointers is one parameter), or, for an `extra`
  * launch, every 8-byte step of the packed buffer (a conservative scan).
- * Without a layout nothing can be read from kernelParams: returns 0.
- * Writes at most `cap` values and returns how many.  Lock-free; allocates
- * only the first time it sees f. */
+ * Writes at most `cap` values and returns how many, or -1 when neither
+ * query family gives f's layout (nothing can be read from kernelParams: the
+ * launch is unseen).  Lock-free; allocates only the first time it sees f. */
 int obs_values(CUfunction f, void **params, void **extra, CUdeviceptr *vals, int cap);
 
-/* Stable 64-bit id of f: a hash of its name (cuFuncGetName, looked up once
- * per CUfunction), or of the handle when the driver cannot name it. */
+/* Stable 64-bit id of f: a hash of its name (cuFuncGetName, or
+ * cuKernelGetName for a CUkernel; looked up once per handle), or of the
+ * handle when the driver cannot name it. */
 uint64_t obs_kernel_id(CUfunction f);
 
 /* Resolves vals[0..n) against the registry and adds the allocations they

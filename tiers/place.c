@@ -99,9 +99,13 @@ static int decide(int dev, size_t size, uint64_t *charged) {
     *charged = size;
     return VX_TIER_NATIVE;
   }
-  if (vx_opt.POLICY == VX_POLICY_STATIC && size >= vx_size_resolve(&vx_opt.STATIC_MIN, phys))
+  /* VX_IPC=native: neither the budget nor the static policy moves cuMemAlloc
+   * memory out of the device (IPC handles need native memory); only the
+   * driver's own OOM does (place_alloc's fallback). */
+  if (vx_opt.POLICY == VX_POLICY_STATIC && vx_opt.IPC != VX_IPC_NATIVE &&
+      size >= vx_size_resolve(&vx_opt.STATIC_MIN, phys))
     return VX_TIER_HOST;
-  if (size <= vx_size_resolve(&vx_opt.NATIVE_MAX, phys)) {
+  if (size <= vx_size_resolve(&vx_opt.NATIVE_MAX, phys) || vx_opt.IPC == VX_IPC_NATIVE) {
     budget_charge(dev, size);
     *charged = size;
     return VX_TIER_NATIVE;

@@ -44,6 +44,7 @@ static uint64_t resident;  /* bytes of known records in managed memory */
 static uint64_t full_at;   /* spilled chunk count when the swap said ENOSPC; 0 = not full */
 static uint64_t published; /* host_held_bytes as last published */
 static int no_discard;     /* the driver refused a discard: no more spills */
+static int unseen;         /* a launch vx could not read: no more spills */
 static uint64_t gens;      /* record generations */
 /* Bumped (under spill_mu) whenever a record is forgotten: a registry lookup
  * made before spill_mu was taken is stale if this moved in between (the
@@ -175,7 +176,7 @@ static int enforce_locked(void) {
   uint64_t held = host_held_locked();
   if (!spill_g.host_limit || held <= spill_g.host_limit) return 0;
   if (full_at && spill_g.nspilled >= full_at) return -ENOSPC;
-  if (no_discard) return -ENOTSUP;
+  if (no_discard || unseen) return -ENOTSUP;
   size_t n, take = 0;
   victim_t *v = victims_locked(&n);
   uint64_t need = held - spill_g.host_limit, got = 0;
@@ -257,6 +258,7 @@ static size_t commit_spill_locked(victim_t *v, nvme_chunk_t *c, size_t n) {
 int spill_batch_locked(victim_t *v, size_t n) {
   nvme_chunk_t c[SPILL_BATCH];
   if (!spill_g.swap) return -ENOSPC;
+  if (unseen) return -ENOTSUP; /* see spill_unseen_launch */
   spill_bounce_ensure_locked();
   /* The copies out must see every write enqueued before: wait for the
    * context's work (chunks chosen here are cold, so rarely any). */
@@ -490,4 +492,29 @@ void spill_op_done(void) {
   pthread_mutex_lock(&spill_g.mu);
   spill_unpin_all_locked(ps);
   pthread_mutex_unlock(&spill_g.mu);
+}
+
+// ---- unseen launches (issue 12, CUkernel handles) ----
+
+CUresult spill_unseen_launch(void) {
+  if (!spill_armed()) return CUDA_SUCCESS;
+  if (__atomic_load_n(&unseen, __ATOMIC_RELAXED) && !spill_any()) return CUDA_SUCCESS;
+  pthread_mutex_lock(&spill_g.mu);
+  int first = !unseen, rc = 0;
+  __atomic_store_n(&unseen, 1, __ATOMIC_RELAXED);
+  spill_rec_t *r, *tmp;
+  if (spill_g.nspilled) HASH_ITER(hh, recs, r, tmp) {
+      int e = restore_range_locked(r, 0, r->nchunks);
+      if (e && !rc) rc = e;
+    }
+  publish_locked();
+  pthread_mutex_unlock(&spill_g.mu);
+  if (first)
+    VX_LOG_ONCE(VX_LOG_WARN,
+                "a kernel launch whose pointer arguments vx cannot learn: spilled data "
+                "restored, no more NVMe spills (data stays in host RAM)");
+  if (rc)
+    VX_LOG_ONCE(VX_LOG_ERROR, "restore from the NVMe swap failed (%s): the launch fails",
+                strerror(-rc));
+  return rc ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }

@@ -62,4 +62,14 @@ CUresult spill_make_resident_many(const CUdeviceptr *p, const size_t *n, int cou
  * after its next few calls. */
 void spill_op_done(void);
 
+// ---- added for unseen launches (issue 12, CUkernel handles) ----
+
+/* A launch whose pointer arguments vx cannot learn is about to be enqueued:
+ * vx can no longer prove it sees every access, so every spilled chunk is
+ * restored and nothing is spilled again (the host limit then goes
+ * unenforced; said once).  CUDA_SUCCESS, or CUDA_ERROR_UNKNOWN when a
+ * restore failed (the launch fails: never stale data).  After the first
+ * call, one relaxed load when nothing is left in the swap. */
+CUresult spill_unseen_launch(void);
+
 #endif

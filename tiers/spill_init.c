@@ -9,6 +9,13 @@
 #include "spill_int.h"
 #include "vx.h"
 
+/* VX_NVME_ENGINE's value is passed to nvme/ as its engine: the two lists
+ * (choices.def, nvme.h) must stay in one order. */
+_Static_assert(VX_NVME_ENGINE_AUTO == (int)NVME_ENGINE_AUTO &&
+                   VX_NVME_ENGINE_URING == (int)NVME_ENGINE_URING &&
+                   VX_NVME_ENGINE_POOL == (int)NVME_ENGINE_POOL,
+               "choices.def NVME_ENGINE and nvme_engine_t differ");
+
 static void nvme_say(void *arg, const char *msg) {
   (void)arg;
   vx_log(VX_LOG_WARN, "NVMe tier: %s", msg);

@@ -28,35 +28,12 @@ char *vx_fmt_bytes(uint64_t bytes, char *buf, size_t len);
  * UTF-8 become U+FFFD, so the output is always valid JSON. */
 void vx_json_str(FILE *out, const char *s);
 
-// ---- the VX_* table (options.def) ----
+// ---- the VX_* table (options.def, through libvx's vx_option_info) ----
 
-enum vx_opt_type {
-  VX_T_BOOL,
-  VX_T_SIZE,
-  VX_T_SIZES,
-  VX_T_PERCENT,
-  VX_T_INT,
-  VX_T_STRING,
-  VX_T_ENUM
-};
-
-typedef struct vx_opt_desc {
-  const char *name; /* without the VX_ prefix */
-  enum vx_opt_type type;
-  const char *def;
-  const char *help;
-} vx_opt_desc_t;
-
-extern const vx_opt_desc_t vx_opt_table[];
-extern const size_t vx_opt_count;
-
-/* The row for name (without VX_), or NULL. */
-const vx_opt_desc_t *vx_opt_find(const char *name);
-/* Checks value against the row's type (an empty value means the default).
- * Returns 0, or -EINVAL with "VX_NAME: accepted form" in err. */
-int vx_opt_check(const vx_opt_desc_t *o, const char *value, char *err, size_t errlen);
-/* Name of the type ("SIZE"...). */
-const char *vx_opt_type_name(enum vx_opt_type t);
+/* Checks value against option i's type (an empty value means the default).
+ * Returns 0, or -EINVAL with "VX_NAME='value' is not valid: expected <form>"
+ * in err. */
+int vx_opt_check(int i, const char *value, char *err, size_t errlen);
 
 // ---- live segments (procs.c) ----
 

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "options.h"
 
 extern char **environ;
 
@@ -18,21 +19,32 @@ static const char usage[] =
     "  -h, --help  this text\n";
 
 struct env_row {
-  const vx_opt_desc_t *o;
+  const vx_option_info_t *o;
   const char *value; /* in effect: the environment's, else the default */
   int set;
   char err[256]; /* empty when valid */
 };
 
-static void fill(struct env_row *r, const vx_opt_desc_t *o) {
-  char name[64];
-  snprintf(name, sizeof name, "VX_%s", o->name);
-  const char *v = getenv(name);
+static void fill(struct env_row *r, int i) {
+  const vx_option_info_t *o = vx_option_info(i);
+  const char *v = getenv(o->name);
   r->o = o;
   r->set = v != NULL;
   r->value = v ? v : o->def;
   r->err[0] = 0;
-  vx_opt_check(o, r->value, r->err, sizeof r->err);
+  vx_opt_check(i, r->value, r->err, sizeof r->err);
+}
+
+/* The meaning as people read it: the help text, and an ENUM's choices. */
+static void meaning(FILE *out, const vx_option_info_t *o, void (*put)(FILE *, const char *)) {
+  put(out, o->help);
+  if (!o->choices) return;
+  put(out, "; one of ");
+  put(out, o->choices);
+}
+
+static void put_plain(FILE *out, const char *s) {
+  fputs(s, out);
 }
 
 /* Calls fn for each VX_* variable in the environment that is not in the table. */
@@ -41,10 +53,11 @@ static int each_unknown(void (*fn)(const char *entry, int first, FILE *out), FIL
   for (char **e = environ; *e; e++) {
     if (strncmp(*e, "VX_", 3)) continue;
     char name[64];
-    size_t k = strcspn(*e + 3, "=");
-    snprintf(name, sizeof name, "%.*s", (int)(k < 60 ? k : 60), *e + 3);
-    if (!vx_opt_find(name) && fn) fn(*e, n == 0, out);
-    n += !vx_opt_find(name);
+    size_t k = strcspn(*e, "=");
+    snprintf(name, sizeof name, "%.*s", (int)(k < 63 ? k : 63), *e);
+    int unknown = vx_option_find(name) < 0;
+    if (unknown && fn) fn(*e, n == 0, out);
+    n += unknown;
   }
   return n;
 }
@@ -63,15 +76,17 @@ static void json_unknown(const char *entry, int first, FILE *out) {
 
 static int print_text(FILE *out) {
   int bad = 0;
-  for (size_t i = 0; i < vx_opt_count; i++) {
+  for (int i = 0; i < vx_option_count(); i++) {
     struct env_row r;
-    fill(&r, &vx_opt_table[i]);
+    fill(&r, i);
     bad += r.err[0] != 0;
-    fprintf(out, "VX_%s=%s  [%s%s]\n", r.o->name, r.value, r.err[0] ? "INVALID: " : "",
+    fprintf(out, "%s=%s  [%s%s]\n", r.o->name, r.value, r.err[0] ? "INVALID: " : "",
             r.err[0] ? r.err
             : r.set  ? "set"
                      : "default");
-    fprintf(out, "    %s, default \"%s\": %s\n", vx_opt_type_name(r.o->type), r.o->def, r.o->help);
+    fprintf(out, "    %s, default \"%s\": ", r.o->type, r.o->def);
+    meaning(out, r.o, put_plain);
+    fputc('\n', out);
   }
   return bad + each_unknown(text_unknown, out);
 }
@@ -79,12 +94,12 @@ static int print_text(FILE *out) {
 static int print_json(FILE *out) {
   int bad = 0;
   fputs("{\"options\":[", out);
-  for (size_t i = 0; i < vx_opt_count; i++) {
+  for (int i = 0; i < vx_option_count(); i++) {
     struct env_row r;
-    fill(&r, &vx_opt_table[i]);
+    fill(&r, i);
     bad += r.err[0] != 0;
-    fprintf(out, "%s\n{\"name\":\"VX_%s\",\"type\":\"%s\",\"default\":", i ? "," : "", r.o->name,
-            vx_opt_type_name(r.o->type));
+    fprintf(out, "%s\n{\"name\":\"%s\",\"type\":\"%s\",\"default\":", i ? "," : "", r.o->name,
+            r.o->type);
     vx_json_str(out, r.o->def);
     fputs(",\"value\":", out);
     vx_json_str(out, r.value);
@@ -96,6 +111,11 @@ static int print_json(FILE *out) {
       fputs("null", out);
     fputs(",\"help\":", out);
     vx_json_str(out, r.o->help);
+    fputs(",\"choices\":", out);
+    if (r.o->choices)
+      vx_json_str(out, r.o->choices);
+    else
+      fputs("null", out);
     fputs("}", out);
   }
   fputs("],\n\"unknown\":[", out);
@@ -112,11 +132,11 @@ static void md_cell(FILE *out, const char *s) {
 
 static void print_markdown(FILE *out) {
   fputs("| variable | type | default | meaning |\n| --- | --- | --- | --- |\n", out);
-  for (size_t i = 0; i < vx_opt_count; i++) {
-    const vx_opt_desc_t *o = &vx_opt_table[i];
-    fprintf(out, "| `VX_%s` | %s | %s%s%s | ", o->name, vx_opt_type_name(o->type),
-            *o->def ? "`" : "", *o->def ? o->def : "(empty)", *o->def ? "`" : "");
-    md_cell(out, o->help);
+  for (int i = 0; i < vx_option_count(); i++) {
+    const vx_option_info_t *o = vx_option_info(i);
+    fprintf(out, "| `%s` | %s | %s%s%s | ", o->name, o->type, *o->def ? "`" : "",
+            *o->def ? o->def : "(empty)", *o->def ? "`" : "");
+    meaning(out, o, md_cell);
     fputs(" |\n", out);
   }
 }

@@ -54,8 +54,8 @@ static const char *absolute(const char *p, char *buf, size_t len) {
 static int check_var(const char *name, const char *value) {
   char err[256];
   if (strncmp(name, "VX_", 3)) return 0;
-  const vx_opt_desc_t *o = vx_opt_find(name + 3);
-  if (!o) {
+  int o = vx_option_find(name);
+  if (o < 0) {
     snprintf(err, sizeof err, "unknown variable %s (see `vx env`)", name);
     return vx_cli_usage_error("run", usage, err);
   }
@@ -123,11 +123,10 @@ static void warn_env(void) {
   int off = 0;
   if (dis && !vx_parse_bool(dis, &off) && off)
     fprintf(stderr, "vx run: warning: VX_DISABLE=%s: vx passes everything through\n", dis);
-  for (size_t i = 0; i < vx_opt_count; i++) {
-    char name[64], err[256];
-    snprintf(name, sizeof name, "VX_%s", vx_opt_table[i].name);
-    const char *v = getenv(name);
-    if (v && vx_opt_check(&vx_opt_table[i], v, err, sizeof err))
+  for (int i = 0; i < vx_option_count(); i++) {
+    char err[256];
+    const char *v = getenv(vx_option_info(i)->name);
+    if (v && vx_opt_check(i, v, err, sizeof err))
       fprintf(stderr, "vx run: warning: %s; libvx will ignore its settings\n", err);
   }
 }

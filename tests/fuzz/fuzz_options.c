@@ -51,7 +51,7 @@ static void pure_parsers(const char *s) {
   if (vx_parse_int(s, &l) == 0 && l < 0) __builtin_trap();
   for (int i = 0; i < vx_option_count(); i++) {
     const vx_option_info_t *info = vx_option_info(i);
-    if (strcmp(info->type, "ENUM") == 0) (void)vx_parse_enum(s, info->help, &v);
+    if (strcmp(info->type, "ENUM") == 0) (void)vx_parse_enum(s, info->choices, &v);
   }
   (void)vx_option_find(s);
 }

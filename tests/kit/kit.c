@@ -16,10 +16,12 @@
 #pragma weak cuMemAdvise_v2
 #pragma weak cuEventElapsedTime_v2
 #pragma weak cuFuncGetParamInfo
+#pragma weak cuLibraryEnumerateKernels
 
 kit_api_t kit_cu;
 static int bound;
 static CUmodule last_module;
+static CUlibrary last_library; /* set by kit_library: kit_fn hands out CUkernels */
 static pthread_mutex_t fn_mu = PTHREAD_MUTEX_INITIALIZER;
 /* Functions of the last module, looked up once each (cleared on a load). */
 static struct {
@@ -140,10 +142,34 @@ CUresult kit_module(CUmodule *m) {
   CHECK_CU_RET(kit_cu.cuModuleLoadData(&mod, kit_kernels_ptx));
   pthread_mutex_lock(&fn_mu);
   last_module = mod;
+  last_library = NULL;
   memset(fn_cache, 0, sizeof fn_cache);
   pthread_mutex_unlock(&fn_mu);
   if (m) *m = mod;
   return CUDA_SUCCESS;
+}
+
+CUresult kit_library(CUlibrary *lib) {
+  kit_kernels_sim_anchor();
+  kit_sim_register_all();
+  CUlibrary l;
+  CHECK_CU_RET(kit_cu.cuLibraryLoadData(&l, kit_kernels_ptx, NULL, NULL, 0, NULL, NULL, 0));
+  pthread_mutex_lock(&fn_mu);
+  last_library = l;
+  memset(fn_cache, 0, sizeof fn_cache);
+  pthread_mutex_unlock(&fn_mu);
+  if (lib) *lib = l;
+  return CUDA_SUCCESS;
+}
+
+static CUresult lookup(CUfunction *f, const char *name) {
+  if (last_library) {
+    CUkernel k;
+    CUresult r = kit_cu.cuLibraryGetKernel(&k, last_library, name);
+    if (r == CUDA_SUCCESS) *f = (CUfunction)k; /* as libcudart 13 launches <<<>>> */
+    return r;
+  }
+  return last_module ? kit_cu.cuModuleGetFunction(f, last_module, name) : CUDA_ERROR_INVALID_HANDLE;
 }
 
 CUfunction kit_fn(const char *name) {
@@ -152,9 +178,7 @@ CUfunction kit_fn(const char *name) {
   size_t i = 0;
   while (i < 16 && fn_cache[i].f && strcmp(fn_cache[i].name, name) != 0) i++;
   if (i < 16 && fn_cache[i].f) f = fn_cache[i].f;
-  CUresult r = f ? CUDA_SUCCESS
-               : last_module ? kit_cu.cuModuleGetFunction(&f, last_module, name)
-                             : CUDA_ERROR_INVALID_HANDLE;
+  CUresult r = f ? CUDA_SUCCESS : lookup(&f, name);
   if (r == CUDA_SUCCESS && i < 16 && !fn_cache[i].f && strlen(name) < sizeof fn_cache[i].name) {
     strcpy(fn_cache[i].name, name);
     fn_cache[i].f = f;

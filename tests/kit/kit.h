@@ -93,7 +93,12 @@ const char *kit_err_name(CUresult r);
 CUresult kit_init(int dev, CUcontext *ctx);
 /* Loads the embedded PTX (registering the simulator bodies first). */
 CUresult kit_module(CUmodule *m);
-/* Function `name` of the module kit_module loaded last; NULL (reported). */
+/* Loads the embedded PTX as a context-less library (cuLibraryLoadData), as
+ * libcudart 13 does; from then on kit_fn (and every launch helper) hands
+ * out its CUkernels cast to CUfunction, never calling cuKernelGetFunction. */
+CUresult kit_library(CUlibrary *lib);
+/* Function `name` of the module kit_module loaded last (or the CUkernel of
+ * the library kit_library loaded last); NULL (reported). */
 CUfunction kit_fn(const char *name);
 /* The embedded PTX text. */
 extern const char kit_kernels_ptx[];

@@ -3,7 +3,9 @@
  * verified exactly.  With --launches prints, per graph launch, the union of
  * chunk sets it reaches (allocations named by order), for the trace test.
  *
- * Environment: P_BUFS (8), P_BUF_MB (12), P_LAUNCHES (4). */
+ * Environment: P_BUFS (8), P_BUF_MB (12), P_LAUNCHES (4).
+ * P_LOAD=library: the kernels are CUkernels of cuLibraryLoadData, launched
+ * as libcudart 13 launches them (default: a module's CUfunctions). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +52,11 @@ int main(int argc, char **argv) {
   CUmodule m;
   CUstream s;
   CHECK_CU(kit_init(0, &ctx));
-  CHECK_CU(kit_module(&m));
+  const char *load = getenv("P_LOAD");
+  if (load && !strcmp(load, "library"))
+    CHECK_CU(kit_library(NULL));
+  else
+    CHECK_CU(kit_module(&m));
   CHECK_CU(kit_cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   CUdeviceptr b[MAXB];
   for (int i = 0; i < nb; i++) {

@@ -4,7 +4,9 @@
  * simulator's counters as one JSON line; with --launches also each launch's
  * expected chunk set (for the trace test).
  *
- * Environment: P_LAYERS (8), P_ITERS (8), P_BUF_MB (6: each buffer). */
+ * Environment: P_LAYERS (8), P_ITERS (8), P_BUF_MB (6: each buffer).
+ * P_LOAD=library: the kernels are CUkernels of cuLibraryLoadData, launched
+ * as libcudart 13 launches them (default: a module's CUfunctions). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,7 +156,11 @@ int main(int argc, char **argv) {
   CUcontext ctx;
   CHECK_CU(kit_init(0, &ctx));
   CUmodule m;
-  CHECK_CU(kit_module(&m));
+  const char *load = getenv("P_LOAD");
+  if (load && !strcmp(load, "library"))
+    CHECK_CU(kit_library(NULL));
+  else
+    CHECK_CU(kit_module(&m));
   for (int i = 0; i < layers; i++) {
     w[i] = alloc_buf(&order_w[i]);
     fill(w[i], order_w[i], 100 + (uint32_t)i);

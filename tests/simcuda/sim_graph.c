@@ -5,11 +5,6 @@
 
 #include "sim_internal.h"
 
-typedef struct sim_exec {
-  sim_op **ops;
-  size_t n;
-} sim_exec;
-
 static unsigned long long next_capture_id = 1;
 
 sim_graph *sim_graph_new(void) {
@@ -239,7 +234,11 @@ SIM_API CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NO
   sim_node *nd = (sim_node *)hNode;
   if (nd->op->kind != OP_KERNEL) return CUDA_ERROR_INVALID_VALUE;
   memset(p, 0, sizeof *p);
-  p->func = (CUfunction)nd->op->u.k.f;
+  /* A node captured from a CUkernel launch carries the kernel as cuda.h
+   * documents it: `kern` set, `func` NULL ("kern ... will only be referenced
+   * if func is NULL"); the strict reading, so clients must handle it. */
+  if (nd->op->u.k.kern) p->kern = (CUkernel)nd->op->u.k.kern;
+  else p->func = (CUfunction)nd->op->u.k.f;
   p->gridDimX = nd->op->u.k.grid[0];
   p->gridDimY = nd->op->u.k.grid[1];
   p->gridDimZ = nd->op->u.k.grid[2];
@@ -251,17 +250,20 @@ SIM_API CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NO
   return CUDA_SUCCESS;
 }
 
-static CUresult instantiate(CUgraphExec *pe, CUgraph hg) {
+CUresult sim_graph_instantiate(CUgraphExec *pe, CUgraph hg) {
   if (!pe || !hg || !sim_handle_ok(SIM_H_GRAPH, hg)) return CUDA_ERROR_INVALID_VALUE;
   sim_graph *g = (sim_graph *)hg;
   sim_exec *e = calloc(1, sizeof *e);
   if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
   e->ops = calloc(g->n ? g->n : 1, sizeof *e->ops);
-  for (size_t i = 0; e->ops && i < g->n; i++, e->n++)
+  e->src = calloc(g->n ? g->n : 1, sizeof *e->src);
+  for (size_t i = 0; e->ops && e->src && i < g->n; i++, e->n++)
     if (!(e->ops[i] = sim_op_clone(g->nodes[i]->op))) break;
-  if (!e->ops || e->n != g->n) {
+    else e->src[i] = g->nodes[i];
+  if (!e->ops || !e->src || e->n != g->n) {
     for (size_t i = 0; i < e->n; i++) sim_op_free(e->ops[i]);
     free(e->ops);
+    free(e->src);
     free(e);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -273,7 +275,7 @@ static CUresult instantiate(CUgraphExec *pe, CUgraph hg) {
 SIM_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *pe, CUgraph g, unsigned long long fl) {
   SIM_ENTER_INIT(cuGraphInstantiateWithFlags);
   (void)fl;
-  return instantiate(pe, g);
+  return sim_graph_instantiate(pe, g);
 }
 
 SIM_API CUresult cuGraphExecDestroy(CUgraphExec he) {
@@ -283,6 +285,7 @@ SIM_API CUresult cuGraphExecDestroy(CUgraphExec he) {
   sim_handle_del(SIM_H_EXEC, e);
   for (size_t i = 0; i < e->n; i++) sim_op_free(e->ops[i]);
   free(e->ops);
+  free(e->src);
   free(e);
   return CUDA_SUCCESS;
 }

@@ -334,7 +334,7 @@ SIM_API CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer) {
   SIM_ENTER_INIT(cuDeviceCanAccessPeer);
   if (!can) return CUDA_ERROR_INVALID_VALUE;
   if (dev_ok(dev) || dev_ok(peer)) return CUDA_ERROR_INVALID_DEVICE;
-  *can = 0;
+  *can = dev != peer; /* distinct devices can (sim_peer.c) */
   return CUDA_SUCCESS;
 }
 

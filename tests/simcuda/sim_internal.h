@@ -229,7 +229,8 @@ typedef struct sim_op {
   int ndeps;
   sim_dep *deps;
   union {
-    struct { struct sim_func *f; unsigned grid[3], block[3]; unsigned char *pbuf; size_t psize; } k;
+    struct { struct sim_func *f; unsigned grid[3], block[3]; unsigned char *pbuf; size_t psize;
+             struct sim_kernel *kern; /* launched as this CUkernel, else NULL */ } k;
     struct { int dir; CUdeviceptr dst, src; void *hdst; const void *hsrc; size_t n; } cp;
     struct { CUdeviceptr dst; uint32_t val; int elsize; size_t n; } set;
     struct { CUhostFn fn; void *ud; CUstreamCallback cb; CUstream h; } fn;
@@ -321,6 +322,36 @@ sim_graph *sim_graph_new(void);
 int sim_graph_append(sim_graph *g, sim_op *op);
 void sim_graph_free(sim_graph *g);
 
+/* ---- entry points of issue #12 points 8 and 9 (entry-points helper) ---- */
+/* Handle kinds of sim_copy_batch.c, sim_pool.c and sim_ipc.c. */
+enum { SIM_H_ARRAY = 64, SIM_H_POOL };
+
+/* An executable graph: clones of the graph's ops, and the graph nodes they
+ * came from (src[i]: what cuGraphExec*SetParams names; it may be gone). */
+typedef struct sim_exec {
+  sim_op **ops;
+  size_t n;
+  sim_node **src;
+} sim_exec;
+CUresult sim_graph_instantiate(CUgraphExec *pe, CUgraph hg);
+
+/* sim_alloc.flags bits (sim_mem.c keeps 0x80000000 for a pending free). */
+#define SIM_AF_POOL 0x20000000u       /* stream-ordered: owner = its pool */
+#define SIM_AF_IPC_SHARED 0x10000000u /* exported: bytes in a memfd (sim_ipc.c) */
+#define SIM_AF_IPC_OPEN 0x08000000u   /* an opened IPC handle: cuIpcCloseMemHandle frees it */
+/* sim_ipc.c: an exported allocation is being destroyed (under sim_lock). */
+void sim_ipc_forget_locked(sim_alloc *a);
+/* sim_pool.c, under sim_lock: the pool a stream-ordered allocation on dev
+ * comes from (h NULL: the device's current pool; *r = INVALID_VALUE for a
+ * bad handle), and the pool's accounting of its blocks. */
+void *sim_pool_for_alloc_locked(int dev, CUmemoryPool h, CUresult *r);
+void sim_pool_allocated_locked(void *pool, size_t bytes);
+void sim_pool_freed_locked(void *pool, size_t bytes);
+int sim_pool_dev(CUmemoryPool h); /* -1 for a bad handle */
+/* sim_peer.c: ctx may access memory of peer's device (cuCtxEnablePeerAccess).
+ * Takes only its own lock: callable under sim_lock. */
+int sim_peer_enabled(const sim_ctx *ctx, const sim_ctx *peer);
+
 /* ---- driver release (sim_driver.c; movement) ---- */
 /* The CUDA version the simulator imitates (SIMCUDA_DRIVER_VERSION or the
  * driver-V variant; 13000 by default): cuDriverGetVersion returns it and
@@ -343,5 +374,30 @@ size_t sim_dev_used_locked(const sim_dev *d);
 int sim_ctx_charge(int dev);
 /* The context is destroyed (or the primary context's last reference went). */
 void sim_ctx_uncharge(int dev);
+
+/* ---- libraries and CUkernels (sim_library.c; issue 12, CUkernel handles) ----
+ * A CUlibrary is context-less: its CUkernels are objects of their own, not
+ * CUfunctions; each context gets its own module of the library (made on
+ * first use) whose CUfunctions cuKernelGetFunction and launches use. */
+enum { SIM_H_LIBRARY = 64, SIM_H_KERNEL };
+struct sim_module;
+typedef struct sim_kernel sim_kernel;
+
+/* Parses PTX image into a module of context c, its functions live handles;
+ * c == NULL: a template holding names and layouts only, no handles. */
+CUresult sim_module_new(sim_ctx *c, const void *image, struct sim_module **out);
+/* Invalidates m's handles (modules are never freed). */
+void sim_module_unload(struct sim_module *m);
+/* m's function `name` with its registered body bound; CUDA_ERROR_NOT_FOUND
+ * when there is no such entry or no body. */
+CUresult sim_module_function(struct sim_module *m, const char *name, sim_func **out);
+size_t sim_module_count(const struct sim_module *m);
+const sim_func *sim_module_entry(const struct sim_module *m, size_t i);
+/* What cuFuncGetAttribute and cuKernelGetAttribute report. */
+int sim_func_attribute(CUfunction_attribute attrib);
+/* The CUfunction of kernel k in context c (its module made on first use). */
+CUresult sim_kernel_func(sim_kernel *k, sim_ctx *c, sim_func **out);
+/* The kernel behind handle h when it is a live CUkernel, else NULL. */
+sim_kernel *sim_kernel_of(const void *h);
 
 #endif

@@ -24,7 +24,7 @@ SIM_API void *simcuda_access(simcuda_kctx_t *k, CUdeviceptr dptr, size_t bytes, 
     switch (a->kind) {
     case SIM_NATIVE:
     case SIM_VMM:
-      if (a->dev == k->dev) {
+      if (a->dev == k->dev || sim_peer_enabled(k->s->ctx, a->ctx)) { /* peer: sim_peer.c */
         p = (char *)a->backing + off;
         k->kc.bytes += bytes;
       }
@@ -114,8 +114,16 @@ static CUresult launch(CUfunction hf, const unsigned grid[3], const unsigned blo
   sim_stream *s;
   CUresult r = sim_stream_resolve(h, ptds, &s);
   if (r != CUDA_SUCCESS) return r;
-  if (!hf || !sim_handle_ok(SIM_H_FUNC, hf)) return CUDA_ERROR_INVALID_HANDLE;
+  /* cuda.h: f is a CUfunction, or a CUkernel cast to one, which runs in the
+   * stream's context (the current one for the NULL stream). */
+  sim_kernel *kern = sim_kernel_of(hf);
   sim_func *f = (sim_func *)hf;
+  if (kern) {
+    r = sim_kernel_func(kern, s->ctx, &f);
+    if (r != CUDA_SUCCESS) return r;
+  } else if (!hf || !sim_handle_ok(SIM_H_FUNC, hf)) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
   if (f->ctx != s->ctx) return CUDA_ERROR_INVALID_HANDLE;
   unsigned long long threads = (unsigned long long)block[0] * block[1] * block[2];
   if (!grid[0] || !grid[1] || !grid[2] || !threads || threads > 1024 || block[2] > 64 ||
@@ -129,6 +137,7 @@ static CUresult launch(CUfunction hf, const unsigned grid[3], const unsigned blo
     return r;
   }
   op->u.k.f = f;
+  op->u.k.kern = kern;
   memcpy(op->u.k.grid, grid, sizeof op->u.k.grid);
   memcpy(op->u.k.block, block, sizeof op->u.k.block);
   return sim_enqueue(s, op);

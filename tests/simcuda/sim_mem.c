@@ -50,6 +50,8 @@ void sim_alloc_destroy_locked(sim_alloc *a) {
   sim_dev *d = &sim_g.dev[a->dev];
   switch (a->kind) {
   case SIM_NATIVE:
+    if (a->flags & SIM_AF_IPC_SHARED) sim_ipc_forget_locked(a);
+    if (a->flags & SIM_AF_POOL) sim_pool_freed_locked(a->owner, a->span);
     d->native_bytes -= a->span;
     munmap(a->backing, page_round(a->span));
     sim_va_free_locked(a->base, a->span);
@@ -152,7 +154,8 @@ static CUresult mem_free(CUdeviceptr dptr) {
   sim_ctx_sync(c); /* cuMemFree waits for the device, as cudaFree does */
   sim_lock();
   sim_alloc *a = sim_map_find_base_locked((uintptr_t)dptr);
-  if (!a || (a->kind != SIM_NATIVE && a->kind != SIM_MANAGED) || (a->flags & FREE_PENDING)) {
+  if (!a || (a->kind != SIM_NATIVE && a->kind != SIM_MANAGED) ||
+      (a->flags & (FREE_PENDING | SIM_AF_IPC_OPEN))) { /* IPC: cuIpcCloseMemHandle */
     sim_unlock();
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -221,47 +224,53 @@ SIM_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUde
 
 // ---- stream-ordered allocation ----
 
-static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream h, int ptds) {
+/* From pool h (NULL: the device's current pool, sim_pool.c), which must be
+ * the stream's device's; the block is counted in the pool until freed. */
+static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream h, int ptds,
+                            CUmemoryPool pool) {
   sim_stream *s;
   CUresult r = sim_stream_resolve(h, ptds, &s);
   if (r != CUDA_SUCCESS) return r;
-  return native_alloc(dptr, size, s->ctx);
+  sim_lock();
+  void *p = sim_pool_for_alloc_locked(s->ctx->dev, pool, &r);
+  sim_unlock();
+  if (r != CUDA_SUCCESS) return r;
+  if (pool && sim_pool_dev(pool) != s->ctx->dev) return CUDA_ERROR_INVALID_VALUE;
+  r = native_alloc(dptr, size, s->ctx);
+  if (r != CUDA_SUCCESS) return r;
+  sim_lock();
+  sim_alloc *a = sim_map_find_base_locked((uintptr_t)*dptr);
+  if (a) {
+    a->flags |= SIM_AF_POOL;
+    a->owner = p;
+    sim_pool_allocated_locked(p, a->span);
+  }
+  sim_unlock();
+  return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
   SIM_ENTER_INIT(cuMemAllocAsync);
-  return alloc_async(dptr, bytesize, hStream, 0);
+  return alloc_async(dptr, bytesize, hStream, 0, NULL);
 }
 
 SIM_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
   SIM_ENTER_INIT(cuMemAllocAsync_ptsz);
-  return alloc_async(dptr, bytesize, hStream, 1);
-}
-
-/* Pools are not modelled: an allocation from any pool is a stream-ordered
- * allocation of the stream's device. */
-static char pools[SIM_MAXDEV];
-
-SIM_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev) {
-  SIM_ENTER_INIT(cuDeviceGetDefaultMemPool);
-  if (!pool) return CUDA_ERROR_INVALID_VALUE;
-  if (!sim_dev_get(dev)) return CUDA_ERROR_INVALID_DEVICE;
-  *pool = (CUmemoryPool)&pools[dev];
-  return CUDA_SUCCESS;
+  return alloc_async(dptr, bytesize, hStream, 1, NULL);
 }
 
 SIM_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                          CUstream hStream) {
   SIM_ENTER_INIT(cuMemAllocFromPoolAsync);
   if (!pool) return CUDA_ERROR_INVALID_VALUE;
-  return alloc_async(dptr, bytesize, hStream, 0);
+  return alloc_async(dptr, bytesize, hStream, 0, pool);
 }
 
 SIM_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
                                               CUmemoryPool pool, CUstream hStream) {
   SIM_ENTER_INIT(cuMemAllocFromPoolAsync_ptsz);
   if (!pool) return CUDA_ERROR_INVALID_VALUE;
-  return alloc_async(dptr, bytesize, hStream, 1);
+  return alloc_async(dptr, bytesize, hStream, 1, pool);
 }
 
 /* Runs on the stream's worker when the free's turn comes. */
@@ -281,7 +290,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, int ptds) {
   if (r != CUDA_SUCCESS) return r;
   sim_lock();
   sim_alloc *a = sim_map_find_base_locked((uintptr_t)dptr);
-  if (!a || a->kind != SIM_NATIVE || (a->flags & FREE_PENDING)) {
+  if (!a || a->kind != SIM_NATIVE || (a->flags & (FREE_PENDING | SIM_AF_IPC_OPEN))) {
     sim_unlock();
     return CUDA_ERROR_INVALID_VALUE; /* managed memory is refused, as on the driver */
   }

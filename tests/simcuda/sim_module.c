@@ -176,11 +176,8 @@ static CUresult parse_ptx(const char *img, sim_module *m) {
 
 // ---- entry points ----
 
-static CUresult load(CUmodule *pm, const void *image) {
-  if (!pm || !image) return CUDA_ERROR_INVALID_VALUE;
-  sim_ctx *c;
-  CUresult r = sim_ctx_current(&c);
-  if (r != CUDA_SUCCESS) return r;
+CUresult sim_module_new(sim_ctx *c, const void *image, struct sim_module **out) {
+  if (!image) return CUDA_ERROR_INVALID_VALUE;
   const unsigned char *b = image;
   if (b[0] == 0x7f && b[1] == 'E') return CUDA_ERROR_INVALID_IMAGE; /* ELF cubin */
   if (b[0] == 0x50 && b[1] == 0xed && b[2] == 0x55 && b[3] == 0xba)
@@ -189,23 +186,35 @@ static CUresult load(CUmodule *pm, const void *image) {
   sim_module *m = calloc(1, sizeof *m);
   if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
   m->ctx = c;
-  r = parse_ptx(image, m);
+  CUresult r = parse_ptx(image, m);
   pthread_mutex_lock(&kmu);
   m->next_all = all_modules;
   all_modules = m;
   pthread_mutex_unlock(&kmu);
   if (r != CUDA_SUCCESS) return r;
   /* Handles are valid from load on; only cuModuleGetFunction hands them out,
-   * and only for entries with a body (so a launch always has one). */
-  for (size_t i = 0; i < m->nfuncs; i++) {
+   * and only for entries with a body (so a launch always has one).  A
+   * library's template (c == NULL) holds layouts only: no handles. */
+  for (size_t i = 0; c && i < m->nfuncs; i++) {
     m->funcs[i].magic = FUNC_MAGIC;
     m->funcs[i].mod = m;
     m->funcs[i].ctx = c;
     sim_handle_add(SIM_H_FUNC, &m->funcs[i]);
   }
-  sim_handle_add(SIM_H_MODULE, m);
-  *pm = (CUmodule)m;
+  if (c) sim_handle_add(SIM_H_MODULE, m);
+  *out = m;
   return CUDA_SUCCESS;
+}
+
+static CUresult load(CUmodule *pm, const void *image) {
+  if (!pm || !image) return CUDA_ERROR_INVALID_VALUE;
+  sim_ctx *c;
+  CUresult r = sim_ctx_current(&c);
+  if (r != CUDA_SUCCESS) return r;
+  sim_module *m;
+  r = sim_module_new(c, image, &m);
+  if (r == CUDA_SUCCESS) *pm = (CUmodule)m;
+  return r;
 }
 
 SIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image) {
@@ -226,9 +235,13 @@ SIM_API CUresult cuModuleUnload(CUmodule hmod) {
   SIM_ENTER_INIT(cuModuleUnload);
   sim_module *m = (sim_module *)hmod;
   if (!m || !sim_handle_ok(SIM_H_MODULE, m)) return CUDA_ERROR_INVALID_HANDLE;
+  sim_module_unload(m);
+  return CUDA_SUCCESS;
+}
+
+void sim_module_unload(struct sim_module *m) {
   sim_handle_del(SIM_H_MODULE, m);
   for (size_t i = 0; i < m->nfuncs; i++) sim_handle_del(SIM_H_FUNC, &m->funcs[i]);
-  return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
@@ -236,16 +249,31 @@ SIM_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const cha
   if (!hfunc || !name) return CUDA_ERROR_INVALID_VALUE;
   sim_module *m = (sim_module *)hmod;
   if (!m || !sim_handle_ok(SIM_H_MODULE, m)) return CUDA_ERROR_INVALID_HANDLE;
+  sim_func *f;
+  CUresult r = sim_module_function(m, name, &f);
+  if (r == CUDA_SUCCESS) *hfunc = (CUfunction)f;
+  return r;
+}
+
+CUresult sim_module_function(struct sim_module *m, const char *name, sim_func **out) {
   for (size_t i = 0; i < m->nfuncs; i++) {
     sim_func *f = &m->funcs[i];
     if (strcmp(f->name, name) != 0) continue;
     simcuda_kernel_fn body = find_kernel(name);
     if (!body) return CUDA_ERROR_NOT_FOUND; /* an entry nobody registered a body for */
     __atomic_store_n(&f->body, body, __ATOMIC_RELEASE);
-    *hfunc = (CUfunction)f;
+    *out = f;
     return CUDA_SUCCESS;
   }
   return CUDA_ERROR_NOT_FOUND;
+}
+
+size_t sim_module_count(const struct sim_module *m) {
+  return m->nfuncs;
+}
+
+const sim_func *sim_module_entry(const struct sim_module *m, size_t i) {
+  return i < m->nfuncs ? &m->funcs[i] : NULL;
 }
 
 static CUresult func_get(CUfunction h, sim_func **out) {
@@ -280,13 +308,17 @@ SIM_API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunc
   sim_func *f;
   CUresult r = func_get(hfunc, &f);
   if (r != CUDA_SUCCESS) return r;
-  switch (attrib) {
-  case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
-  case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 32; break;
-  case CU_FUNC_ATTRIBUTE_PTX_VERSION: case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = 90; break;
-  default: *pi = 0; break;
-  }
+  *pi = sim_func_attribute(attrib);
   return CUDA_SUCCESS;
+}
+
+int sim_func_attribute(CUfunction_attribute attrib) {
+  switch (attrib) {
+  case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
+  case CU_FUNC_ATTRIBUTE_NUM_REGS: return 32;
+  case CU_FUNC_ATTRIBUTE_PTX_VERSION: case CU_FUNC_ATTRIBUTE_BINARY_VERSION: return 90;
+  default: return 0;
+  }
 }
 
 SIM_API CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value) {

@@ -7,7 +7,13 @@
  * (VX_NVME_ENGINE=pool), full (VX_NVME_LIMIT tiny: data stays in RAM),
  * corrupt (the swap file's bytes overwritten: reads fail, never wrong data),
  * truncate (the swap file cut to 0: restores get short reads -> errors),
- * nodiscard (the driver refuses cuMemDiscardBatchAsync: data stays in RAM).
+ * nodiscard (the driver refuses cuMemDiscardBatchAsync: data stays in RAM),
+ * kernel (as e2e, every kernel launched as a CUkernel from cuLibraryLoadData
+ * + cuLibraryGetKernel, as libcudart 13 does), graph (as e2e, and spilled
+ * buffers read first by a CUDA graph captured from CUkernel launches: its
+ * nodes carry `kern`, not `func`), unseen (no parameter layout
+ * from either query family: after the copies spilled, the first launch vx
+ * cannot read restores everything and spilling stops; data verifies).
  * Under an older simulated driver (SIMCUDA_DRIVER_VERSION < 13000: no
  * cuMemDiscardBatchAsync) e2e expects the tier off, said once, and every
  * byte still right. */
@@ -39,7 +45,8 @@ typedef struct prog {
   size_t bad;                /* words that came back wrong: never allowed */
 } prog_t;
 
-static void write_all(prog_t *g) {
+/* late: the kernels run after every copy (the copies spill first). */
+static void write_all(prog_t *g, int late) {
   for (int k = 0; k < g->n; k++) {
     CHECK_CU(kit_cu.cuMemAlloc_v2(&g->p[k], ALLOC));
     /* odd ones: a stale pattern copied in, then the right one by a kernel */
@@ -47,8 +54,10 @@ static void write_all(prog_t *g) {
     for (size_t i = 0; i < ALLOC / 4; i++)
       g->host[i] = kit_hash(seed, i);
     CHECK_CU(kit_cu.cuMemcpyHtoD_v2(g->p[k], g->host, ALLOC));
-    if (k % 2) CHECK_CU(kit_fill(g->p[k], ALLOC / 4, (uint32_t)k, NULL));
+    if (k % 2 && !late) CHECK_CU(kit_fill(g->p[k], ALLOC / 4, (uint32_t)k, NULL));
   }
+  for (int k = 1; late && k < g->n; k += 2)
+    CHECK_CU(kit_fill(g->p[k], ALLOC / 4, (uint32_t)k, NULL));
   CHECK_CU(kit_cu.cuCtxSynchronize());
 }
 
@@ -124,16 +133,65 @@ static void damage_swap(const char *mode) {
   printf("damaged %lld bytes (%s)\n", (long long)st.st_size, mode);
 }
 
+/* The modes that run 6x the device with the host limit at 2x. */
+static int big_mode(const char *mode) {
+  return !strcmp(mode, "e2e") || !strcmp(mode, "pool") || !strcmp(mode, "kernel") ||
+         !strcmp(mode, "graph");
+}
+
+/* check_u32 over GRAPH_BUFS buffers whose first chunk is in the swap (the
+ * simulator says discarded) from one captured graph; every mismatch lands
+ * in one counter. */
+#define GRAPH_BUFS 8
+static void graph_check(prog_t *g, CUfunction f) {
+  int pick[GRAPH_BUFS], np = 0;
+  for (int k = 0; k < g->n && np < GRAPH_BUFS; k++)
+    if (kit_sim_residency(g->p[k]) == -1) pick[np++] = k;
+  printf("graph reads %d spilled buffers\n", np);
+  if (!np) exit(3); /* nothing spilled: the check would prove nothing */
+  CUstream s;
+  CUdeviceptr cnt;
+  CUgraph gr;
+  CUgraphExec e;
+  size_t n = ALLOC / 4;
+  uint32_t seed[GRAPH_BUFS];
+  CHECK_CU(kit_cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CHECK_CU(kit_cu.cuMemAlloc_v2(&cnt, 8));
+  CHECK_CU(kit_cu.cuMemsetD32_v2(cnt, 0, 2));
+  CHECK_CU(kit_cu.cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  for (int i = 0; i < np; i++) {
+    seed[i] = (uint32_t)pick[i];
+    void *params[] = {&g->p[pick[i]], &n, &seed[i], &cnt};
+    CHECK_CU(kit_cu.cuLaunchKernel(f, 4096, 1, 1, 256, 1, 1, 0, s, params, NULL));
+  }
+  CHECK_CU(kit_cu.cuStreamEndCapture(s, &gr));
+  CHECK_CU(kit_cu.cuGraphInstantiateWithFlags(&e, gr, 0));
+  CHECK_CU(kit_cu.cuGraphLaunch(e, s));
+  CHECK_CU(kit_cu.cuStreamSynchronize(s));
+  unsigned long long bad = 0;
+  CHECK_CU(kit_cu.cuMemcpyDtoH_v2(&bad, cnt, sizeof bad));
+  printf("graph check: %llu bad\n", bad);
+  g->bad += bad;
+  CHECK_CU(kit_cu.cuGraphExecDestroy(e));
+  CHECK_CU(kit_cu.cuGraphDestroy(gr));
+  CHECK_CU(kit_cu.cuMemFree_v2(cnt));
+  CHECK_CU(kit_cu.cuStreamDestroy_v2(s));
+}
+
 static int worker(const char *mode) {
   CUcontext ctx;
   CUmodule m;
   CHECK_CU(kit_init(0, &ctx));
-  CHECK_CU(kit_module(&m));
+  CUfunction kcheck = NULL; /* graph: a CUkernel; the other launches: CUfunctions */
+  if (!strcmp(mode, "kernel") || !strcmp(mode, "graph")) CHECK_CU(kit_library(NULL));
+  if (!strcmp(mode, "graph") && !(kcheck = kit_fn("check_u32"))) return 2;
+  if (strcmp(mode, "kernel")) CHECK_CU(kit_module(&m));
   static prog_t g;
   g.n = (int)(6 * vram() / ALLOC);
-  if (strcmp(mode, "e2e") && strcmp(mode, "pool")) g.n /= 3;
+  if (!big_mode(mode)) g.n /= 3;
   g.host = malloc(ALLOC);
-  write_all(&g);
+  write_all(&g, !strcmp(mode, "unseen"));
+  if (!strcmp(mode, "graph")) graph_check(&g, kcheck);
   int damage = !strcmp(mode, "corrupt") || !strcmp(mode, "truncate");
   if (damage) damage_swap(mode);
   read_all(&g, damage); /* three orders: every buffer read three times */
@@ -164,7 +222,8 @@ static int count(const char *hay, const char *needle) {
 
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--worker")) return worker(argv[2]);
-  VXT_ASSERT(argc == 2, "usage: spill_e2e e2e|pool|full|corrupt|truncate|nodiscard");
+  VXT_ASSERT(argc == 2,
+             "usage: spill_e2e e2e|pool|full|corrupt|truncate|nodiscard|kernel|graph|unseen");
   VXT_ASSERT(vxt_vx_preloaded(), "run me with libvx.so in LD_PRELOAD");
   const char *mode = argv[1];
   char dir[256], report[256], e_dir[300], e_rep[300], e_lim[64];
@@ -174,12 +233,14 @@ int main(int argc, char **argv) {
   snprintf(e_dir, sizeof e_dir, "VX_NVME_DIR=%s", dir);
   snprintf(e_rep, sizeof e_rep, "VX_REPORT=%s", report);
   size_t limit = 2 * vram();
-  if (strcmp(mode, "e2e") && strcmp(mode, "pool")) limit = vram() / 2;
+  if (!big_mode(mode)) limit = vram() / 2;
   snprintf(e_lim, sizeof e_lim, "VX_HOST_LIMIT=%zuM", limit / MB);
   const char *engine = !strcmp(mode, "pool") ? "VX_NVME_ENGINE=pool" : "VX_NVME_ENGINE=auto";
   const char *nvme_limit = !strcmp(mode, "full") ? "VX_NVME_LIMIT=4M" : "VX_NVME_LIMIT=64G";
-  const char *fail =
-      !strcmp(mode, "nodiscard") ? "SIMCUDA_FAIL=cuMemDiscardBatchAsync:1+:999" : "SIMCUDA_FAIL=";
+  const char *fail = !strcmp(mode, "nodiscard") ? "SIMCUDA_FAIL=cuMemDiscardBatchAsync:1+:999"
+                     : !strcmp(mode, "unseen")
+                         ? "SIMCUDA_FAIL=cuFuncGetParamInfo:1+:999,cuKernelGetParamInfo:1+:999"
+                         : "SIMCUDA_FAIL=";
   const char *env[] = {"SIMCUDA_VRAM=128M", e_dir, e_rep, e_lim, engine, nvme_limit, fail, NULL};
   const char *args[] = {mode, NULL};
   static vxt_run_t r;
@@ -214,7 +275,7 @@ int main(int argc, char **argv) {
     VXT_ASSERT(count(r.err, said) == 1, "'%s' not said once:\n%s", said, r.err);
     VXT_ASSERT(count(r.err, "cuFuncGetParamInfo (12.4)") == (version < 12040), "%s", r.err);
     VXT_ASSERT(wrote == 0 && peak == 0, "spilled without cuMemDiscardBatchAsync");
-  } else if (!strcmp(mode, "e2e") || !strcmp(mode, "pool")) {
+  } else if (big_mode(mode)) {
     VXT_ASSERT(r.status == 0, "worker status %d", r.status);
     VXT_ASSERT(out_u64(&r, "errors=") == 0 && out_u64(&r, "bad=") == 0);
     uint64_t host_peak = out_u64(&r, "host_backing_peak=");
@@ -222,6 +283,7 @@ int main(int argc, char **argv) {
                (unsigned long long)host_peak, limit, SLACK);
     VXT_ASSERT(wrote > 0 && read > 0 && peak > 0);
     VXT_ASSERT(vxt_json_u64(json, 0, "nvme_read_failures") == 0);
+    if (!strcmp(mode, "graph")) VXT_ASSERT(out_u64(&r, "graph reads ") > 0);
     /* vx's own stream for the discards: the tier keeps spilling (on the
      * legacy stream the first discard failed and the tier stopped) */
     VXT_ASSERT(vxt_json_u64(json, 0, "nvme_spills") > 1, "spilled %llu times",
@@ -237,6 +299,12 @@ int main(int argc, char **argv) {
     VXT_ASSERT(out_u64(&r, "errors=") == 0 && out_u64(&r, "bad=") == 0);
     VXT_ASSERT(peak == 0, "chunks counted as spilled although never discarded");
     VXT_ASSERT(count(r.err, "cuMemDiscardBatchAsync failed") == 1, "said once:\n%s", r.err);
+  } else if (!strcmp(mode, "unseen")) {
+    VXT_ASSERT(r.status == 0, "worker status %d", r.status);
+    VXT_ASSERT(out_u64(&r, "errors=") == 0 && out_u64(&r, "bad=") == 0);
+    VXT_ASSERT(wrote > 0 && read > 0, "the copies spilled and the unseen launch restored");
+    VXT_ASSERT(vxt_json_u64(json, 0, "launches_unseen") > 0);
+    VXT_ASSERT(count(r.err, "no more NVMe spills") == 1, "said once:\n%s", r.err);
   } else {
     /* damaged: operations fail, and nothing that succeeds returns wrong data */
     VXT_ASSERT(r.status == 0, "worker status %d (1 = wrong data came back)", r.status);

@@ -210,11 +210,197 @@ static CUresult copy_probe(const char *e) {
   return (CUresult)-1;
 }
 
+/* The library hooks (CUkernel handles): a library loaded, then each call,
+ * the earlier ones made first, then the CUkernel launched. */
+static CUresult library_probe(const char *e) {
+  CUlibrary lib;
+  CUkernel k;
+  CUfunction f;
+  CUresult r = cuLibraryLoadData(&lib, vxt_ptx, NULL, NULL, 0, NULL, NULL, 0);
+  if (r != CUDA_SUCCESS) return r;
+  if (!strcmp(e, "cuLibraryEnumerateKernels")) {
+    CUkernel ks[3];
+    return cuLibraryEnumerateKernels(ks, 3, lib);
+  }
+  r = cuLibraryGetKernel(&k, lib, "vxt_nop8");
+  if (r != CUDA_SUCCESS || !strcmp(e, "cuLibraryGetKernel")) return r;
+  r = cuKernelGetFunction(&f, k);
+  if (r != CUDA_SUCCESS) return r;
+  return cuLaunchKernel((CUfunction)k, 1, 1, 1, 32, 1, 1, 0, NULL, nop_params, NULL);
+}
+
+/* The entry points of issue #12 point 8/9 (interpose/copy_batch.c,
+ * graph_update.c, ipc.c), each called with its own signature. */
+static CUgraph capture_nop(CUstream s) {
+  CUgraph g;
+  VXT_CU(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  VXT_CU(cuLaunchKernel(k_nop, 1, 1, 1, 32, 1, 1, 0, s, nop_params, NULL));
+  VXT_CU(cuStreamEndCapture(s, &g));
+  return g;
+}
+
+static CUresult graph_change(const char *e, void *f, CUstream s) {
+  CUgraph g = capture_nop(s);
+  CUgraphExec x;
+  if (!strncmp(e, "cuGraphInstantiateWithParams", 28)) {
+    CUDA_GRAPH_INSTANTIATE_PARAMS ip = {.flags = 0};
+    return ((CUresult(*)(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *))f)(&x, g, &ip);
+  }
+  VXT_CU(cuGraphInstantiateWithFlags(&x, g, 0));
+  if (!strncmp(e, "cuGraphExecUpdate", 17)) {
+    CUgraph g2 = capture_nop(s);
+    CUgraphExecUpdateResultInfo info;
+    CUgraphNode bad;
+    CUgraphExecUpdateResult res;
+    return strstr(e, "_v2")
+               ? ((CUresult(*)(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *))f)(x, g2, &info)
+               : ((CUresult(*)(CUgraphExec, CUgraph, CUgraphNode *, CUgraphExecUpdateResult *))f)(
+                     x, g2, &bad, &res);
+  }
+  CUgraphNode node;
+  size_t nn = 1;
+  CUDA_KERNEL_NODE_PARAMS p;
+  void *get_nodes = entry("cuGraphGetNodes"), *get_params = entry("cuGraphKernelNodeGetParams_v2");
+  if (!get_nodes || !get_params) return (CUresult)-77;
+  VXT_CU(((CUresult(*)(CUgraph, CUgraphNode *, size_t *))get_nodes)(g, &node, &nn));
+  VXT_CU(((CUresult(*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *))get_params)(node, &p));
+  return ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *))f)(x, node, &p);
+}
+
+static CUresult array_copy(const char *e, void *f, CUdeviceptr d) {
+  void *create = entry("cuArrayCreate_v2");
+  if (!create) return (CUresult)-77;
+  CUarray a;
+  CUDA_ARRAY_DESCRIPTOR desc = {
+      .Width = 4096, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
+  VXT_CU(((CUresult(*)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *))create)(&a, &desc));
+  if (!strncmp(e, "cuMemcpyAtoD", 12))
+    return ((CUresult(*)(CUdeviceptr, CUarray, size_t, size_t))f)(d, a, 0, 4096);
+  return ((CUresult(*)(CUarray, size_t, CUdeviceptr, size_t))f)(a, 0, d, 4096);
+}
+
+static CUresult entry_probe(const char *e, void *f) {
+  CUdeviceptr d, d2, m;
+  CUcontext ctx;
+  CUstream s;
+  static char host[1 << 16];
+  VXT_CU(cuMemAlloc_v2(&d, MB));
+  VXT_CU(cuMemAlloc_v2(&d2, MB));
+  VXT_CU(cuMemsetD32_v2(d, 0, MB / 4));
+  VXT_CU(cuCtxGetCurrent(&ctx));
+  VXT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  int v2 = strstr(e, "_v2") != NULL, async = strstr(e, "Async") != NULL;
+  if (!strncmp(e, "cuMemcpyBatchAsync", 18)) {
+    size_t n = 4096, idx = 0, fail;
+    CUmemcpyAttributes at = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
+    return v2 ? ((CUresult(*)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *,
+                              size_t *, size_t, CUstream))f)(&d2, &d, &n, 1, &at, &idx, 1, s)
+              : ((CUresult(*)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *,
+                              size_t *, size_t, size_t *, CUstream))f)(&d2, &d, &n, 1, &at, &idx, 1,
+                                                                       &fail, s);
+  }
+  if (!strncmp(e, "cuMemcpy3DBatchAsync", 20)) {
+    CUDA_MEMCPY3D_BATCH_OP op = {.extent = {4096, 1, 1},
+                                 .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
+    op.src.type = op.dst.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+    op.src.op.ptr.ptr = d, op.dst.op.ptr.ptr = d2;
+    size_t fail;
+    return v2 ? ((CUresult(*)(size_t, CUDA_MEMCPY3D_BATCH_OP *, unsigned long long, CUstream))f)(
+                    1, &op, 0, s)
+              : ((CUresult(*)(size_t, CUDA_MEMCPY3D_BATCH_OP *, size_t *, unsigned long long,
+                              CUstream))f)(1, &op, &fail, 0, s);
+  }
+  if (!strncmp(e, "cuMemcpy3DPeer", 14)) {
+    CUDA_MEMCPY3D_PEER c = {.srcMemoryType = CU_MEMORYTYPE_DEVICE,
+                            .srcDevice = d,
+                            .srcContext = ctx,
+                            .srcPitch = 1024,
+                            .srcHeight = 4,
+                            .dstMemoryType = CU_MEMORYTYPE_HOST,
+                            .dstHost = host,
+                            .dstContext = ctx,
+                            .dstPitch = 1024,
+                            .dstHeight = 4,
+                            .WidthInBytes = 1024,
+                            .Height = 4,
+                            .Depth = 1};
+    return async ? ((CUresult(*)(const CUDA_MEMCPY3D_PEER *, CUstream))f)(&c, NULL)
+                 : ((CUresult(*)(const CUDA_MEMCPY3D_PEER *))f)(&c);
+  }
+  if (!strncmp(e, "cuMemsetD2D", 11)) {
+    int el = strstr(e, "D2D8") ? 1 : strstr(e, "D2D16") ? 2 : 4;
+    if (el == 1)
+      return async ? ((CUresult(*)(CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream))f)(
+                         d, 4096, 1, 64, 4, NULL)
+                   : ((CUresult(*)(CUdeviceptr, size_t, unsigned char, size_t, size_t))f)(d, 4096,
+                                                                                          1, 64, 4);
+    if (el == 2)
+      return async
+                 ? ((CUresult(*)(CUdeviceptr, size_t, unsigned short, size_t, size_t, CUstream))f)(
+                       d, 4096, 1, 64, 4, NULL)
+                 : ((CUresult(*)(CUdeviceptr, size_t, unsigned short, size_t, size_t))f)(d, 4096, 1,
+                                                                                         64, 4);
+    return async ? ((CUresult(*)(CUdeviceptr, size_t, unsigned int, size_t, size_t, CUstream))f)(
+                       d, 4096, 1, 64, 4, NULL)
+                 : ((CUresult(*)(CUdeviceptr, size_t, unsigned int, size_t, size_t))f)(d, 4096, 1,
+                                                                                       64, 4);
+  }
+  if (!strncmp(e, "cuMemcpyAtoD", 12) || !strncmp(e, "cuMemcpyDtoA", 12))
+    return array_copy(e, f, d);
+  if (!strncmp(e, "cuStreamWriteValue", 18) || !strncmp(e, "cuStreamWaitValue", 17)) {
+    unsigned flags = strstr(e, "Wait") ? CU_STREAM_WAIT_VALUE_EQ : 0; /* d holds 0 */
+    return strstr(e, "64")
+               ? ((CUresult(*)(CUstream, CUdeviceptr, cuuint64_t, unsigned))f)(s, d, 0, flags)
+               : ((CUresult(*)(CUstream, CUdeviceptr, cuuint32_t, unsigned))f)(s, d, 0, flags);
+  }
+  if (!strncmp(e, "cuStreamBatchMemOp", 18)) {
+    CUstreamBatchMemOpParams op;
+    memset(&op, 0, sizeof op);
+    op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    op.writeValue.address = d;
+    return ((CUresult(*)(CUstream, unsigned, CUstreamBatchMemOpParams *, unsigned))f)(s, 1, &op, 0);
+  }
+  if (!strcmp(e, "cuMemPrefetchAsync") || !strcmp(e, "cuMemPrefetchAsync_ptsz")) {
+    VXT_CU(cuMemAllocManaged(&m, MB, CU_MEM_ATTACH_GLOBAL));
+    return ((CUresult(*)(CUdeviceptr, size_t, CUdevice, CUstream))f)(m, MB, 0, NULL);
+  }
+  if (!strncmp(e, "cuGraphInstantiateWithParams", 28) || !strncmp(e, "cuGraphExec", 11))
+    return graph_change(e, f, s);
+  if (!strcmp(e, "cuIpcGetMemHandle")) {
+    CUipcMemHandle h;
+    return ((CUresult(*)(CUipcMemHandle *, CUdeviceptr))f)(&h, d);
+  }
+  return (CUresult)-1;
+}
+
+static int is_entry_probe(const char *e) {
+  static const char *const pre[] = {"cuMemcpyBatchAsync",
+                                    "cuMemcpy3DBatchAsync",
+                                    "cuMemcpy3DPeer",
+                                    "cuMemsetD2D",
+                                    "cuMemcpyAtoD",
+                                    "cuMemcpyDtoA",
+                                    "cuStreamWriteValue",
+                                    "cuStreamWaitValue",
+                                    "cuStreamBatchMemOp",
+                                    "cuGraphInstantiateWithParams",
+                                    "cuGraphExecKernelNodeSetParams",
+                                    "cuGraphExecUpdate",
+                                    "cuIpcGetMemHandle"};
+  for (size_t i = 0; i < sizeof pre / sizeof *pre; i++)
+    if (!strncmp(e, pre[i], strlen(pre[i]))) return 1;
+  return !strcmp(e, "cuMemPrefetchAsync") || !strcmp(e, "cuMemPrefetchAsync_ptsz");
+}
+
 static CUresult probe(const char *e) {
   CUdeviceptr p = 0;
   size_t x, y;
   void *hp;
   CUstream s = NULL;
+  if (is_entry_probe(e)) {
+    void *f = entry(e);
+    return f ? entry_probe(e, f) : (CUresult)-77;
+  }
   if (!strcmp(e, "cuDeviceTotalMem_v2")) return cuDeviceTotalMem_v2(&x, 0);
   if (!strcmp(e, "cuMemGetInfo_v2")) return cuMemGetInfo_v2(&x, &y);
   if (!strcmp(e, "cuMemAlloc_v2")) return cuMemAlloc_v2(&p, MB);
@@ -283,6 +469,7 @@ static CUresult probe(const char *e) {
   if (!strncmp(e, "cuGraphInstantiate", 18) || !strcmp(e, "cuGraphExecDestroy")) return graph_make(e);
   if (!strncmp(e, "cuMemcpy", 8) || !strncmp(e, "cuMemset", 8) || !strncmp(e, "cuMemPrefetch", 13))
     return copy_probe(e);
+  if (!strncmp(e, "cuLibrary", 9) || !strcmp(e, "cuKernelGetFunction")) return library_probe(e);
   return (CUresult)-1;
 }
 

@@ -97,18 +97,43 @@ START_TEST(ints_percents_enums) {
   ck_assert_int_eq(vx_parse_percent("101", &p), -EINVAL);
   ck_assert_int_eq(vx_parse_percent("-5", &p), -EINVAL);
   ck_assert_int_eq(vx_parse_percent("%", &p), -EINVAL);
-  const char *help = "what to do: alpha|beta|gamma (beta is odd)";
-  ck_assert_int_eq(vx_parse_enum("gamma", help, &e), 0);
+  const char *choices = "alpha|beta|gamma";
+  ck_assert_int_eq(vx_parse_enum("gamma", choices, &e), 0);
   ck_assert_int_eq(e, 2);
-  ck_assert_int_eq(vx_parse_enum("ALPHA", help, &e), 0);
+  ck_assert_int_eq(vx_parse_enum("ALPHA", choices, &e), 0);
   ck_assert_int_eq(e, 0);
-  ck_assert_int_eq(vx_parse_enum("alph", help, &e), -EINVAL);
-  ck_assert_int_eq(vx_parse_enum("", help, &e), -EINVAL);
-  ck_assert_int_eq(vx_parse_enum("is", help, &e), -EINVAL);
+  ck_assert_int_eq(vx_parse_enum("alph", choices, &e), -EINVAL);
+  ck_assert_int_eq(vx_parse_enum("", choices, &e), -EINVAL);
+  ck_assert_int_eq(vx_parse_enum("beta|gamma", choices, &e), -EINVAL);
+  ck_assert_int_eq(vx_parse_enum("alpha", NULL, &e), -EINVAL);
 }
 END_TEST
 
-/* The C enums in options.h follow the order of the choices in options.def. */
+/* Every ENUM has its choices (choices.def), its default is one of them, and
+ * every other type has none. */
+START_TEST(enum_choices_are_data) {
+  vx_options_t o;
+  char err[256];
+  for (int i = 0; i < vx_option_count(); i++) {
+    const vx_option_info_t *inf = vx_option_info(i);
+    int is_enum = !strcmp(inf->type, "ENUM");
+    ck_assert_msg(is_enum == (inf->choices != NULL), "%s", inf->name);
+    if (!is_enum) continue;
+    ck_assert_msg(*inf->choices && !strchr(inf->help, '|'), "%s: choices only in choices.def",
+                  inf->name);
+    ck_assert_int_eq(vx_option_set(&o, i, inf->def, err, sizeof err), 0);
+    char text[64];
+    ck_assert_int_eq(vx_option_format(&o, i, text, sizeof text), 0);
+    ck_assert_str_eq(text, inf->def);
+  }
+  ck_assert_int_eq(VX_LOG_ERROR, 0);
+  ck_assert_int_eq(VX_LOG_DEBUG, 3);
+  ck_assert_int_eq(VX_NVME_ENGINE_POOL, 2);
+  ck_assert_int_eq(VX_IPC_NATIVE, 1);
+}
+END_TEST
+
+/* The C enums in options.h follow the order of the choices in choices.def. */
 START_TEST(enum_orders) {
   vx_options_t o;
   char err[256];
@@ -220,7 +245,8 @@ START_TEST(percent_round_trip) {
     ck_assert_int_eq(vx_option_set(&o, i, vals[k], err, sizeof err), 0);
     ck_assert_int_eq(vx_option_format(&o, i, text, sizeof text), 0);
     ck_assert_int_eq(vx_options_load(&o2, fake_getenv, err, sizeof err), 0);
-    ck_assert_msg(vx_option_set(&o2, i, text, err, sizeof err) == 0, "%s -> %s: %s", vals[k], text, err);
+    ck_assert_msg(vx_option_set(&o2, i, text, err, sizeof err) == 0, "%s -> %s: %s", vals[k], text,
+                  err);
     ck_assert(o.DEVICE_LIMIT.v[0].pct == o2.DEVICE_LIMIT.v[0].pct);
   }
   vx_size_t sz;
@@ -264,6 +290,7 @@ int main(void) {
   tcase_add_test(tc, size_lists);
   tcase_add_test(tc, ints_percents_enums);
   tcase_add_test(tc, enum_orders);
+  tcase_add_test(tc, enum_choices_are_data);
   tcase_add_test(tc, every_option);
   tcase_add_test(tc, load);
   tcase_add_test(tc, percent_round_trip);

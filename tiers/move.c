@@ -24,7 +24,7 @@ static void version_str(int v, char *buf, size_t len) {
 }
 
 int move_layouts(void) {
-  return VX_REAL_FN(cuFuncGetParamInfo) != NULL;
+  return VX_REAL_FN(cuFuncGetParamInfo) || VX_REAL_FN(cuKernelGetParamInfo);
 }
 
 static void lacks(int level, const char *entry, const char *since, const char *cost) {

@@ -20,8 +20,9 @@ void move_probe(void);
 const char *move_driver(void);
 
 /* 1 when the driver can say where a kernel's parameters are
- * (cuFuncGetParamInfo, CUDA 12.4): without it launches are invisible, so
- * the predictor and the NVMe tier must stay off. */
+ * (cuFuncGetParamInfo or cuKernelGetParamInfo, both CUDA 12.4): without
+ * either launches are invisible, so the predictor and the NVMe tier stay
+ * off. */
 int move_layouts(void);
 
 /* 1 for the legacy default stream (NULL or CU_STREAM_LEGACY), which the

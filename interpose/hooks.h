@@ -9,6 +9,8 @@
 /* cuda.h renames cuGetProcAddress to its _v2; vx hooks both under their
  * real names, so the macro must not rewrite ours. */
 #undef cuGetProcAddress
+/* Likewise cuStreamBeginCapture (to _v2): vx hooks the CUDA 10.0 one too. */
+#undef cuStreamBeginCapture
 
 /* NVML types, ABI-identical to nvml.h (not shipped with the toolkit). */
 typedef int vx_nvml_return_t;

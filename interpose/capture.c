@@ -1,0 +1,163 @@
+/* Stream-capture hooks: which captures the application has in progress, so
+ * that vx's own driver calls never invalidate one (capture.h). */
+#include "capture.h"
+
+#include <pthread.h>
+
+#include "vx.h"
+
+// ---- the captures in progress ----
+
+/* Few at a time: a small table under one lock, off the hot path.  A
+ * per-thread default stream is one stream per thread: its key is the
+ * thread as well as the handle. */
+#define CAP_MAX 256
+
+typedef struct cap {
+  CUstream s;
+  pthread_t thr; /* for CU_STREAM_PER_THREAD only */
+} cap_t;
+
+static pthread_mutex_t cap_mu = PTHREAD_MUTEX_INITIALIZER;
+static cap_t caps[CAP_MAX];
+static int ncaps;    /* written under cap_mu, read relaxed */
+static int overflow; /* captures begun while the table was full (under cap_mu) */
+
+int vx_capture_active(void) {
+  return __atomic_load_n(&ncaps, __ATOMIC_RELAXED) != 0;
+}
+
+int vx_capture_count(void) {
+  return __atomic_load_n(&ncaps, __ATOMIC_RELAXED);
+}
+
+static CUstream key_of(CUstream s, int ptsz) {
+  return ptsz && !s ? CU_STREAM_PER_THREAD : s;
+}
+
+static int same(const cap_t *c, CUstream s) {
+  return c->s == s && (s != CU_STREAM_PER_THREAD || pthread_equal(c->thr, pthread_self()));
+}
+
+static void cap_add(CUstream s) {
+  pthread_mutex_lock(&cap_mu);
+  if (ncaps < CAP_MAX) {
+    caps[ncaps] = (cap_t){.s = s, .thr = pthread_self()};
+    __atomic_store_n(&ncaps, ncaps + 1, __ATOMIC_RELAXED);
+  } else {
+    /* vx stays careful until the table empties: never less careful */
+    overflow++;
+    VX_LOG_ONCE(VX_LOG_WARN,
+                "more than %d stream captures at once: vx defers its work until "
+                "they end",
+                CAP_MAX);
+  }
+  pthread_mutex_unlock(&cap_mu);
+}
+
+/* The capture on s ended, or failed to end (r: what cuStreamEndCapture
+ * said).  The stream is asked whether it still captures, so that neither
+ * an invalidated capture (ended with an error) leaks nor a refused end
+ * (CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) drops a live one. */
+static void cap_end(CUstream s, CUresult r) {
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult q = VX_CALL(cuStreamIsCapturing, s, &st);
+  int still = q == CUDA_SUCCESS ? st != CU_STREAM_CAPTURE_STATUS_NONE
+                                : r == CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+  if (still) return;
+  pthread_mutex_lock(&cap_mu);
+  int i = 0;
+  while (i < ncaps && !same(&caps[i], s))
+    i++;
+  if (i < ncaps) {
+    int n = ncaps - 1;
+    caps[i] = caps[n];
+    __atomic_store_n(&ncaps, n, __ATOMIC_RELAXED);
+  } else if (overflow > 0) {
+    overflow--;
+  }
+  /* else: a capture vx never saw begin (begun before vx was active) */
+  pthread_mutex_unlock(&cap_mu);
+}
+
+// ---- vx's own calls during a capture ----
+
+void vx_capture_relax_begin(vx_capture_relax_t *r) {
+  r->on = 0;
+  if (!vx_capture_active()) return;
+  r->saved = CU_STREAM_CAPTURE_MODE_RELAXED;
+  r->on = VX_CALL(cuThreadExchangeStreamCaptureMode, &r->saved) == CUDA_SUCCESS;
+}
+
+void vx_capture_relax_end(vx_capture_relax_t *r) {
+  if (r->on) VX_CALL(cuThreadExchangeStreamCaptureMode, &r->saved);
+  r->on = 0;
+}
+
+static CUstream safe_stream[VX_MAX_DEVICES]; /* atomic; created once per device */
+
+static CUstream safe_stream_get(void) {
+  int dev;
+  if (vx_current_device(&dev) || dev < 0 || dev >= VX_MAX_DEVICES) return NULL;
+  CUstream s = __atomic_load_n(&safe_stream[dev], __ATOMIC_ACQUIRE), mine = NULL;
+  if (s) return s;
+  if (VX_CALL(cuStreamCreate, &mine, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return NULL;
+  if (__atomic_compare_exchange_n(&safe_stream[dev], &s, mine, 0, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE))
+    return mine;
+  VX_CALL(cuStreamDestroy_v2, mine); /* a racing thread made one first */
+  return s;
+}
+
+CUresult vx_capture_safe_htod(CUdeviceptr dst, const void *src, size_t n) {
+  vx_capture_relax_t rx;
+  vx_capture_relax_begin(&rx);
+  CUstream s = safe_stream_get();
+  CUresult r = s ? VX_CALL(cuMemcpyHtoDAsync_v2, dst, src, n, s) : CUDA_ERROR_OUT_OF_MEMORY;
+  if (r == CUDA_SUCCESS) r = VX_CALL(cuStreamSynchronize, s);
+  vx_capture_relax_end(&rx);
+  return r;
+}
+
+// ---- hooks ----
+
+/* Every mode counts: cuCtxSynchronize and the legacy stream conflict with
+ * a relaxed capture too, so vx's rule does not depend on the mode. */
+static CUresult began(int on, CUresult r, CUstream s, int ptsz) {
+  if (on && r == CUDA_SUCCESS) cap_add(key_of(s, ptsz));
+  return r;
+}
+
+CUresult cuStreamBeginCapture(CUstream hStream) {
+  VX_ENTER(on);
+  return began(on, VX_CALL(cuStreamBeginCapture, hStream), hStream, 0);
+}
+
+CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
+  VX_ENTER(on);
+  return began(on, VX_CALL(cuStreamBeginCapture_ptsz, hStream), hStream, 1);
+}
+
+CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
+  VX_ENTER(on);
+  return began(on, VX_CALL(cuStreamBeginCapture_v2, hStream, mode), hStream, 0);
+}
+
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
+  VX_ENTER(on);
+  return began(on, VX_CALL(cuStreamBeginCapture_v2_ptsz, hStream, mode), hStream, 1);
+}
+
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
+  VX_ENTER(on);
+  CUresult r = VX_CALL(cuStreamEndCapture, hStream, phGraph);
+  if (on) cap_end(key_of(hStream, 0), r);
+  return r;
+}
+
+CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) {
+  VX_ENTER(on);
+  CUresult r = VX_CALL(cuStreamEndCapture_ptsz, hStream, phGraph);
+  if (on) cap_end(key_of(hStream, 1), r);
+  return r;
+}

@@ -396,7 +396,15 @@ START_TEST(capture_modes) {
   ck_cu(from_other(0, G, NULL, NULL));
   ck_cu(from_other(2, G, nb, NULL)); /* ended by another thread: allowed */
   ck_cu_is(cuEventQuery(ev), CUDA_ERROR_CAPTURED_EVENT);
+  ck_cu_is(cuStreamWaitEvent(s, ev, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); /* no join */
   ck_cu(cuEventRecord(ev, nb));
+  /* a capture may not wait for outside work, unless the wait is external */
+  ck_cu(cuStreamBeginCapture(nb, R));
+  ck_cu(cuStreamWaitEvent(nb, ev, CU_EVENT_WAIT_EXTERNAL));
+  ck_cu(end_status(nb));
+  ck_cu(cuStreamBeginCapture(nb, R));
+  ck_cu_is(cuStreamWaitEvent(nb, ev, 0), CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
+  ck_cu_is(end_status(nb), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
   ck_cu(cuEventSynchronize(ev));
   ck_cu(cuStreamBeginCapture(nb, R));
   ck_cu_is(cuMemFree(p), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); /* waits for the device */

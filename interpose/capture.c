@@ -39,7 +39,27 @@ static int same(const cap_t *c, CUstream s) {
   return c->s == s && (s != CU_STREAM_PER_THREAD || pthread_equal(c->thr, pthread_self()));
 }
 
+/* fork: the table's lock is taken before, released in the parent; the
+ * child starts with none (the driver cannot be used across fork, so no
+ * capture of the parent goes on there).  Registered at the first capture. */
+static void cap_prepare(void) {
+  pthread_mutex_lock(&cap_mu);
+}
+static void cap_parent(void) {
+  pthread_mutex_unlock(&cap_mu);
+}
+static void cap_child(void) {
+  pthread_mutex_init(&cap_mu, NULL);
+  overflow = 0;
+  __atomic_store_n(&ncaps, 0, __ATOMIC_RELAXED);
+}
+static pthread_once_t cap_once = PTHREAD_ONCE_INIT;
+static void cap_atfork(void) {
+  pthread_atfork(cap_prepare, cap_parent, cap_child);
+}
+
 static void cap_add(CUstream s) {
+  pthread_once(&cap_once, cap_atfork);
   pthread_mutex_lock(&cap_mu);
   if (ncaps < CAP_MAX) {
     caps[ncaps] = (cap_t){.s = s, .thr = pthread_self()};

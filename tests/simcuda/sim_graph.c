@@ -67,6 +67,7 @@ typedef struct cap_rec {
   sim_stream *s;
   int mode; /* CUstreamCaptureMode */
   pthread_t thr;
+  int to_graph; /* cuStreamBeginCaptureToGraph: the graph is the caller's */
 } cap_rec;
 
 static pthread_mutex_t cap_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -145,6 +146,11 @@ CUresult sim_capture_check_legacy(sim_stream *s, int inval) {
 void sim_capture_forget(sim_stream *s) {
   pthread_mutex_lock(&cap_mu);
   int i = cap_find_locked(s);
+  if (i >= 0 && caps[i].to_graph) {
+    pthread_mutex_lock(&s->tl.mu);
+    s->cap_graph = NULL; /* the caller's graph outlives the stream */
+    pthread_mutex_unlock(&s->tl.mu);
+  }
   if (i >= 0) cap_del_locked(i);
   pthread_mutex_unlock(&cap_mu);
 }
@@ -158,13 +164,14 @@ SIM_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
   return CUDA_SUCCESS;
 }
 
-static CUresult begin_capture(CUstream h, int mode, int ptds) {
+/* into: the caller's graph (cuStreamBeginCaptureToGraph), or NULL for a new one. */
+static CUresult begin_capture(CUstream h, int mode, int ptds, sim_graph *into) {
   if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_ERROR_INVALID_VALUE;
   sim_stream *s;
   CUresult r = sim_stream_resolve(h, ptds, &s);
   if (r != CUDA_SUCCESS) return r;
   if (s->kind == ST_LEGACY) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  sim_graph *g = sim_graph_new();
+  sim_graph *g = into ? into : sim_graph_new();
   if (!g) return CUDA_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&cap_mu);
   pthread_mutex_lock(&s->tl.mu);
@@ -173,14 +180,14 @@ static CUresult begin_capture(CUstream h, int mode, int ptds) {
                                                        : CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_unlock(&s->tl.mu);
     pthread_mutex_unlock(&cap_mu);
-    sim_graph_free(g);
+    if (!into) sim_graph_free(g);
     return r;
   }
   s->cap_status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
   s->cap_graph = g;
   s->cap_id = __atomic_fetch_add(&next_capture_id, 1, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&s->tl.mu);
-  caps[ncaps] = (cap_rec){.s = s, .mode = mode, .thr = pthread_self()};
+  caps[ncaps] = (cap_rec){.s = s, .mode = mode, .thr = pthread_self(), .to_graph = into != NULL};
   __atomic_store_n(&ncaps, ncaps + 1, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&cap_mu);
   return CUDA_SUCCESS;
@@ -188,23 +195,51 @@ static CUresult begin_capture(CUstream h, int mode, int ptds) {
 
 SIM_API CUresult cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode mode) {
   SIM_ENTER_INIT(cuStreamBeginCapture_v2);
-  return begin_capture(h, (int)mode, 0);
+  return begin_capture(h, (int)mode, 0, NULL);
 }
 
 SIM_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode mode) {
   SIM_ENTER_INIT(cuStreamBeginCapture_v2_ptsz);
-  return begin_capture(h, (int)mode, 1);
+  return begin_capture(h, (int)mode, 1, NULL);
 }
 
 /* The CUDA 10.0 entry points have no mode: the strictest one. */
 SIM_API CUresult cuStreamBeginCapture(CUstream h) {
   SIM_ENTER_INIT(cuStreamBeginCapture);
-  return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, 0);
+  return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, 0, NULL);
 }
 
 SIM_API CUresult cuStreamBeginCapture_ptsz(CUstream h) {
   SIM_ENTER_INIT(cuStreamBeginCapture_ptsz);
-  return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, 1);
+  return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, 1, NULL);
+}
+
+/* The graph is linear here: new nodes go after the existing ones, whatever
+ * the dependencies named (each must be a node of the graph). */
+static CUresult begin_to_graph(CUstream h, CUgraph hg, const CUgraphNode *deps, size_t n, int mode,
+                               int ptds) {
+  if (!hg || !sim_handle_ok(SIM_H_GRAPH, hg) || (n && !deps)) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < n; i++)
+    if (!deps[i] || !sim_handle_ok(SIM_H_NODE, deps[i]) ||
+        ((sim_node *)deps[i])->g != (sim_graph *)hg)
+      return CUDA_ERROR_INVALID_VALUE;
+  return begin_capture(h, mode, ptds, (sim_graph *)hg);
+}
+
+SIM_API CUresult cuStreamBeginCaptureToGraph(CUstream h, CUgraph hg, const CUgraphNode *deps,
+                                             const CUgraphEdgeData *ed, size_t n,
+                                             CUstreamCaptureMode mode) {
+  SIM_ENTER_INIT(cuStreamBeginCaptureToGraph);
+  (void)ed;
+  return begin_to_graph(h, hg, deps, n, (int)mode, 0);
+}
+
+SIM_API CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream h, CUgraph hg, const CUgraphNode *deps,
+                                                  const CUgraphEdgeData *ed, size_t n,
+                                                  CUstreamCaptureMode mode) {
+  SIM_ENTER_INIT(cuStreamBeginCaptureToGraph_ptsz);
+  (void)ed;
+  return begin_to_graph(h, hg, deps, n, (int)mode, 1);
 }
 
 static CUresult end_capture(CUstream h, CUgraph *pg, int ptds) {
@@ -223,6 +258,7 @@ static CUresult end_capture(CUstream h, CUgraph *pg, int ptds) {
     pthread_mutex_unlock(&cap_mu);
     return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
   }
+  int to_graph = i >= 0 && caps[i].to_graph;
   if (i >= 0) cap_del_locked(i);
   pthread_mutex_lock(&s->tl.mu);
   int st = s->cap_status;
@@ -233,7 +269,7 @@ static CUresult end_capture(CUstream h, CUgraph *pg, int ptds) {
   pthread_mutex_unlock(&cap_mu);
   if (st == CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_ERROR_ILLEGAL_STATE;
   if (st == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
-    sim_graph_free(g);
+    if (!to_graph) sim_graph_free(g); /* the caller's graph stays the caller's */
     return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   }
   *pg = (CUgraph)g;

@@ -432,6 +432,21 @@ START_TEST(capture_modes) {
   ck_cu_is(cuMemcpyHtoD(p, &id, sizeof id), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
   ck_cu_is(end_status(s), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
 
+  /* into an existing graph: the same rules; the graph stays the caller's */
+  CUgraph into, got = NULL;
+  ck_cu(cuGraphCreate(&into, 0));
+  ck_cu(cuStreamBeginCaptureToGraph(nb, into, NULL, NULL, 0, G));
+  ck_cu(kit_scale(p, 1024, 2.0f, nb));
+  ck_cu(cuStreamEndCapture(nb, &got));
+  ck_assert_ptr_eq(got, into);
+  size_t nn = 0;
+  ck_cu(cuGraphGetNodes(into, NULL, &nn));
+  ck_assert_uint_eq(nn, 1);
+  ck_cu(cuStreamBeginCaptureToGraph(nb, into, NULL, NULL, 0, G));
+  ck_cu_is(from_other(0, G, NULL, NULL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ck_cu_is(end_status(nb), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  ck_cu(cuGraphDestroy(into));
+
   /* bad arguments; and after all that nothing is left capturing */
   m = (CUstreamCaptureMode)7;
   ck_cu_is(cuThreadExchangeStreamCaptureMode(&m), CUDA_ERROR_INVALID_VALUE);

@@ -168,6 +168,26 @@ CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode
   return began(on, VX_CALL(cuStreamBeginCapture_v2_ptsz, hStream, mode), hStream, 1);
 }
 
+CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
+                                     const CUgraphNode *dependencies,
+                                     const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                     CUstreamCaptureMode mode) {
+  VX_ENTER(on);
+  CUresult r = VX_CALL(cuStreamBeginCaptureToGraph, hStream, hGraph, dependencies, dependencyData,
+                       numDependencies, mode);
+  return began(on, r, hStream, 0);
+}
+
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+                                          const CUgraphNode *dependencies,
+                                          const CUgraphEdgeData *dependencyData,
+                                          size_t numDependencies, CUstreamCaptureMode mode) {
+  VX_ENTER(on);
+  CUresult r = VX_CALL(cuStreamBeginCaptureToGraph_ptsz, hStream, hGraph, dependencies,
+                       dependencyData, numDependencies, mode);
+  return began(on, r, hStream, 1);
+}
+
 CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
   VX_ENTER(on);
   CUresult r = VX_CALL(cuStreamEndCapture, hStream, phGraph);

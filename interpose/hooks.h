@@ -11,6 +11,7 @@
 #undef cuGetProcAddress
 /* Likewise cuStreamBeginCapture (to _v2): vx hooks the CUDA 10.0 one too. */
 #undef cuStreamBeginCapture
+#undef cuStreamBeginCaptureToGraph
 
 /* NVML types, ABI-identical to nvml.h (not shipped with the toolkit). */
 typedef int vx_nvml_return_t;

@@ -134,8 +134,13 @@ static CUresult capture_probe(const char *e) {
   if (!strncmp(e, "cuStreamBeginCapture", 20)) {
     void *f = entry(e);
     if (!f) return (CUresult)-77;
-    CUresult r = strstr(e, "_v2") ? ((CUresult(*)(CUstream, CUstreamCaptureMode))f)(h, gm)
-                                  : ((CUresult(*)(CUstream))f)(h);
+    CUgraph into;
+    VXT_CU(cuGraphCreate(&into, 0));
+    typedef CUresult (*to_graph_fn)(CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *,
+                                    size_t, CUstreamCaptureMode);
+    CUresult r = strstr(e, "ToGraph") ? ((to_graph_fn)f)(h, into, NULL, NULL, 0, gm)
+                 : strstr(e, "_v2")   ? ((CUresult(*)(CUstream, CUstreamCaptureMode))f)(h, gm)
+                                      : ((CUresult(*)(CUstream))f)(h);
     if (r == CUDA_SUCCESS)
       VXT_CU(ptsz ? cuStreamEndCapture_ptsz(h, &g) : cuStreamEndCapture(h, &g));
     return r;

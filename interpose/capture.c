@@ -20,15 +20,14 @@ typedef struct cap {
 
 static pthread_mutex_t cap_mu = PTHREAD_MUTEX_INITIALIZER;
 static cap_t caps[CAP_MAX];
-static int ncaps;    /* written under cap_mu, read relaxed */
-static int overflow; /* captures begun while the table was full (under cap_mu) */
+static int ncaps; /* written under cap_mu, read relaxed */
+/* A capture begun while the table was full cannot be told from the others
+ * at its end: from then on vx counts one as active until exit (atomic). */
+static int saturated;
 
 int vx_capture_active(void) {
-  return __atomic_load_n(&ncaps, __ATOMIC_RELAXED) != 0;
-}
-
-int vx_capture_count(void) {
-  return __atomic_load_n(&ncaps, __ATOMIC_RELAXED);
+  return __atomic_load_n(&ncaps, __ATOMIC_RELAXED) != 0 ||
+         __atomic_load_n(&saturated, __ATOMIC_RELAXED);
 }
 
 static CUstream key_of(CUstream s, int ptsz) {
@@ -50,7 +49,7 @@ static void cap_parent(void) {
 }
 static void cap_child(void) {
   pthread_mutex_init(&cap_mu, NULL);
-  overflow = 0;
+  __atomic_store_n(&saturated, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&ncaps, 0, __ATOMIC_RELAXED);
 }
 static pthread_once_t cap_once = PTHREAD_ONCE_INIT;
@@ -65,11 +64,11 @@ static void cap_add(CUstream s) {
     caps[ncaps] = (cap_t){.s = s, .thr = pthread_self()};
     __atomic_store_n(&ncaps, ncaps + 1, __ATOMIC_RELAXED);
   } else {
-    /* vx stays careful until the table empties: never less careful */
-    overflow++;
+    /* never less careful than the driver: careful until exit */
+    __atomic_store_n(&saturated, 1, __ATOMIC_RELAXED);
     VX_LOG_ONCE(VX_LOG_WARN,
-                "more than %d stream captures at once: vx defers its work until "
-                "they end",
+                "more than %d stream captures at once: from now on vx defers frees and skips "
+                "movement and spills as if one were always in progress",
                 CAP_MAX);
   }
   pthread_mutex_unlock(&cap_mu);
@@ -93,10 +92,8 @@ static void cap_end(CUstream s, CUresult r) {
     int n = ncaps - 1;
     caps[i] = caps[n];
     __atomic_store_n(&ncaps, n, __ATOMIC_RELAXED);
-  } else if (overflow > 0) {
-    overflow--;
   }
-  /* else: a capture vx never saw begin (begun before vx was active) */
+  /* else: a capture vx never saw begin (begun while vx passed through) */
   pthread_mutex_unlock(&cap_mu);
 }
 

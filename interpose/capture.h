@@ -31,7 +31,4 @@ void vx_capture_relax_end(vx_capture_relax_t *r);
  * that stream only.  CUresult of the first failing call. */
 CUresult vx_capture_safe_htod(CUdeviceptr dst, const void *src, size_t n);
 
-/* Captures in progress as vx counts them (tests, the report). */
-int vx_capture_count(void);
-
 #endif

@@ -23,6 +23,10 @@
 #undef cuGraphExecKernelNodeSetParams
 #undef cuIpcOpenMemHandle
 
+/* Likewise cuStreamBeginCapture (to _v2): vx hooks the CUDA 10.0 one too. */
+#undef cuStreamBeginCapture
+#undef cuStreamBeginCaptureToGraph
+
 /* NVML types, ABI-identical to nvml.h (not shipped with the toolkit). */
 typedef int vx_nvml_return_t;
 typedef struct vx_nvml_device_st *vx_nvml_device_t;

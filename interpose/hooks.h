@@ -102,7 +102,6 @@ void *vx_real_nvml_handle(void);
 
 /* Static facts about each hook. */
 const char *vx_hook_name(int id);
-const char *vx_hook_base(int id);
 int vx_hook_family(int id);
 void *vx_hook_fn(int id);
 /* Id of the hook exported under exactly `name`, or -1. */

@@ -23,9 +23,6 @@ static int hook_ok(int id) {
 const char *vx_hook_name(int id) {
   return hook_ok(id) ? hook_table[id].name : NULL;
 }
-const char *vx_hook_base(int id) {
-  return hook_ok(id) ? hook_table[id].base : NULL;
-}
 int vx_hook_family(int id) {
   return hook_ok(id) ? hook_table[id].family : -1;
 }

@@ -23,6 +23,10 @@
 #undef cuGraphExecKernelNodeSetParams
 #undef cuIpcOpenMemHandle
 
+/* Likewise cuStreamBeginCapture (to _v2): vx hooks the CUDA 10.0 one too. */
+#undef cuStreamBeginCapture
+#undef cuStreamBeginCaptureToGraph
+
 /* NVML types, ABI-identical to nvml.h (not shipped with the toolkit). */
 typedef int vx_nvml_return_t;
 typedef struct vx_nvml_device_st *vx_nvml_device_t;
@@ -98,7 +102,6 @@ void *vx_real_nvml_handle(void);
 
 /* Static facts about each hook. */
 const char *vx_hook_name(int id);
-const char *vx_hook_base(int id);
 int vx_hook_family(int id);
 void *vx_hook_fn(int id);
 /* Id of the hook exported under exactly `name`, or -1. */

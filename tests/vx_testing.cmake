@@ -31,6 +31,9 @@ function(vx_add_test)
       "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=1"
       "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
       "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1"
+      # Check's per-test timeouts (4 s unless a suite sets one) scale the
+      # same way: they catch hangs, not slowness.
+      "CK_TIMEOUT_MULTIPLIER=${VX_TEST_TIMEOUT_SCALE}"
       # Every simulated device has the same UUID, so tests running side by
       # side would share one budget ledger; the ledger tests turn it on.
       "VX_LEDGER=off")

@@ -253,10 +253,6 @@ uint64_t budget_used(int dev) {
   return b ? __atomic_load_n(&b->used, __ATOMIC_RELAXED) : 0;
 }
 
-int budget_shared(int dev) {
-  return budget_ready(dev) && budgets[dev].ledger;
-}
-
 /* Saturating subtraction of n from *v; returns what was taken. */
 static uint64_t sub_sat(uint64_t *v, uint64_t n) {
   uint64_t cur = __atomic_load_n(v, __ATOMIC_RELAXED), take;

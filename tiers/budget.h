@@ -39,9 +39,6 @@ int budget_try_charge(int dev, uint64_t n);
 void budget_charge(int dev, uint64_t n);
 /* Returns n bytes (saturating at zero), to the ledger too. */
 void budget_release(int dev, uint64_t n);
-/* 1 when device dev's budget is shared with other processes through a
- * ledger segment, 0 when private (off, unopenable, or not set up). */
-int budget_shared(int dev);
 
 // ---- reserve, concurrent managed access, host cap (issue 12, points 3, 4, 10) ----
 

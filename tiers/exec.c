@@ -10,6 +10,7 @@
 #include "vxhash.h"
 
 #include "budget.h"
+#include "capture.h"
 #include "move.h"
 #include "observe.h"
 #include "spill.h"
@@ -451,6 +452,9 @@ static void count_use(int dev, uint64_t hits, uint64_t missed) {
 CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_t *ranges,
                      uint32_t n) {
   if (!ex_planning || !n) return CUDA_SUCCESS;
+  /* Plans are hints, and some of their calls (advice, spills) would
+   * invalidate another thread's capture: none while one is in progress. */
+  if (vx_capture_active()) return CUDA_SUCCESS;
   ex_dev_t *d = dev_of(dev);
   pol_action_t acts[EX_PLAN_CAP];
   ex_op_t ops[EX_PLAN_CAP];

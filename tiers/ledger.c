@@ -317,13 +317,6 @@ vx_ledger_t *ledger_open_key(const char *key, uint64_t device_capacity, char *er
   return l;
 }
 
-vx_ledger_t *ledger_open(int dev, uint64_t device_capacity, char *err, size_t n) {
-  char key[16];
-  if (dev < 0) return ledger_open_key("", device_capacity, err, n);
-  snprintf(key, sizeof key, "%d", dev);
-  return ledger_open_key(key, device_capacity, err, n);
-}
-
 vx_ledger_t *ledger_observe_key(const char *key, char *err, size_t n) {
   if (err && n) err[0] = '\0';
   if (!key_ok(key)) {

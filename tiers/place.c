@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "budget.h"
+#include "capture.h"
 #include "exec.h"
 #include "move.h"
 #include "registry.h"
@@ -84,8 +85,11 @@ static void advise(CUdeviceptr p, size_t size, int dev, int tier) {
   CUmemLocation gpu = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
   CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
   if (tier != VX_TIER_HOST) return;
+  vx_capture_relax_t rx; /* advice is a potentially unsafe call: legal when relaxed */
+  vx_capture_relax_begin(&rx);
   CUresult r = move_advise(p, size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host);
   if (r == CUDA_SUCCESS) r = move_advise(p, size, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu);
+  vx_capture_relax_end(&rx);
   if (r != CUDA_SUCCESS)
     VX_LOG_ONCE(VX_LOG_INFO, "cuMemAdvise failed (%d): host-tier memory left unadvised", (int)r);
 }
@@ -294,7 +298,13 @@ static CUresult free_async_managed(const vx_alloc_info_t *a, CUstream s) {
     ctr_add(a->dev, VX_CTR_frees, 1);
     return CUDA_SUCCESS;
   }
-  /* No event: the stream is not capturing, so waiting for it is allowed. */
+  /* No event.  While another stream captures, waiting is not allowed: the
+   * release waits for place_drain (which arms it once nothing captures). */
+  if (vx_capture_active() && defer_free(a, s, 0) == 0) {
+    ctr_add(a->dev, VX_CTR_frees, 1);
+    return CUDA_SUCCESS;
+  }
+  /* The stream is not capturing, so waiting for it is allowed. */
   r = VX_CALL(cuStreamSynchronize, s);
   spill_forget(a->base, a->size);
   if (r == CUDA_SUCCESS) r = VX_CALL(cuMemFree_v2, a->base);
@@ -328,6 +338,10 @@ CUresult place_free_async(CUdeviceptr p, CUstream s, int ptsz, place_free_async_
 
 void place_drain(void) {
   if (!__atomic_load_n(&defer_head, __ATOMIC_RELAXED)) return;
+  /* cuEventQuery and cuMemFree are illegal during a capture (any thread,
+   * global mode; cuMemFree synchronises the context in every mode): the
+   * frees wait for the first drain after the captures ended. */
+  if (vx_capture_active()) return;
   pthread_mutex_lock(&defer_lock);
   struct deferred *list = defer_head, *keep = NULL;
   __atomic_store_n(&defer_head, NULL, __ATOMIC_RELAXED);

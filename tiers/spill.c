@@ -17,6 +17,7 @@
 #include "vxhash.h"
 
 #include "budget.h"
+#include "capture.h"
 #include "move.h"
 #include "nvme.h"
 #include "registry.h"
@@ -204,7 +205,10 @@ static int fill_dtoh(void *buf, const nvme_chunk_t *c, void *arg) {
 
 static int drain_htod(const void *buf, const nvme_chunk_t *c, void *arg) {
   (void)arg;
-  CUresult r = VX_CALL(cuMemcpyHtoD_v2, (CUdeviceptr)(uintptr_t)c->arg, buf, c->len);
+  CUdeviceptr to = (CUdeviceptr)(uintptr_t)c->arg;
+  /* a synchronous copy uses the legacy stream: illegal during a capture */
+  CUresult r = vx_capture_active() ? vx_capture_safe_htod(to, buf, c->len)
+                                   : VX_CALL(cuMemcpyHtoD_v2, to, buf, c->len);
   return r == CUDA_SUCCESS ? 0 : -EIO;
 }
 
@@ -259,6 +263,9 @@ int spill_batch_locked(victim_t *v, size_t n) {
   nvme_chunk_t c[SPILL_BATCH];
   if (!spill_g.swap) return -ENOSPC;
   if (unseen) return -ENOTSUP; /* see spill_unseen_launch */
+  /* cuCtxSynchronize and synchronous copies would invalidate a capture in
+   * progress on any thread: the data stays in host RAM until it ends. */
+  if (vx_capture_active()) return -EAGAIN;
   spill_bounce_ensure_locked();
   /* The copies out must see every write enqueued before: wait for the
    * context's work (chunks chosen here are cold, so rarely any). */

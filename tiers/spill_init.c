@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
 #include "move.h"
 #include "spill.h"
 #include "spill_int.h"
@@ -51,16 +52,20 @@ void spill_bounce_ensure_locked(void) {
   if (spill_g.bounce_tried) return;
   spill_g.bounce_tried = 1;
   int n = 0;
+  vx_capture_relax_t rx; /* pinned allocation: a potentially unsafe call */
+  vx_capture_relax_begin(&rx);
   for (; n < SPILL_BOUNCE; n++)
     if (VX_CALL(cuMemAllocHost_v2, &spill_g.bounce[n], NVME_CHUNK_DEFAULT) != CUDA_SUCCESS) break;
   int rc =
       n >= 2 ? nvme_register_buffers(spill_g.swap, spill_g.bounce, n, NVME_CHUNK_DEFAULT) : -ENOMEM;
   if (rc == 0) {
     spill_g.nbounce = n;
+    vx_capture_relax_end(&rx);
     return;
   }
   while (n > 0)
     VX_CALL(cuMemFreeHost, spill_g.bounce[--n]);
+  vx_capture_relax_end(&rx);
   VX_LOG_ONCE(VX_LOG_INFO, "no pinned bounce buffers (%s): the NVMe tier uses pageable ones",
               strerror(-rc));
 }

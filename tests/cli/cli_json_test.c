@@ -1,6 +1,8 @@
 /* cli_json_test.c: the strict JSON parser of `vx report`: what it accepts,
  * what it rejects (with the offset), depth limit, escapes, a fuzz pass. */
 #include <check.h>
+
+#include "vx_check.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,9 +137,5 @@ int main(void) {
   tcase_add_test(tc, depth_limit);
   tcase_add_test(tc, fuzz_no_crash);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return vx_check_run(s, 1);
 }

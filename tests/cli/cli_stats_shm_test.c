@@ -1,6 +1,8 @@
 /* cli_stats_shm_test.c: the live stats segment: writer/reader round trip,
  * 0600 and ownership checks, validation of every header field, a fuzz pass. */
 #include <check.h>
+
+#include "vx_check.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -248,9 +250,5 @@ int main(void) {
   tcase_add_test(tc, fork_child_keeps_parent_segment);
   tcase_add_test(tc, publish_copies_live_counters);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return vx_check_run(s, 1);
 }

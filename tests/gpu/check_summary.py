@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-COMMON_STEPS = ("probe", "probe_vx", "facts", "oversub_vx_linked", "oversub_vx_dlsym",
+COMMON_STEPS = ("probe", "probe_vx", "facts", "capture_table", "oversub_vx_linked", "oversub_vx_dlsym",
                 "oversub_vx_procaddr", "oversub_vx_nvme", "oversub_native", "hooks")
 POLICIES = ("demand", "static", "predict")
 

@@ -350,6 +350,18 @@ def facts(c, s):
         got = {}
     for k in FACT_KEYS:
         s[k] = got.get(k)
+    # capture_probe's verdict: cells where the driver is stricter than the
+    # simulator's capture table (a simulator defect, listed, not a vx result).
+    m = re.search(r"capture_probe: (\d+) cells where the driver is stricter.*?(\d+) where it is "
+                  r"more lenient", c.output("capture_table"))
+    s["capture_stricter_cells"] = int(m.group(1)) if m else None
+    s["capture_lenient_cells"] = int(m.group(2)) if m else None
+    if not m:
+        c.incomplete.append("capture_table: %s" % (c.failure("capture_table") or "no verdict"))
+    elif int(m.group(1)):
+        s.setdefault("simulator_defects", []).append(
+            "capture table: the driver is stricter than the simulator in %s cells "
+            "(capture_table.out in log.txt)" % m.group(1))
 
 
 def mib_samples(text):

@@ -72,10 +72,12 @@ def clean_gpu_run():
         "infer-ref.json": infer_result(rate=1000.0),
         "infer-oom.json": dict(infer_result(status="oom"), error="CUDA out of memory"),
         "facts.json": json.dumps(FACTS),
+        "capture_table.out": "capture_probe: 0 cells where the driver is stricter than the "
+                             "simulator's table, 2 where it is more lenient (deliberate)\n",
         "residency-base.txt": "600\n",
         "residency.txt": "".join("%d\n" % (600 + m) for m in (100, 1800, LIMIT >> 20, 900)),
     }
-    rcs = {"debs": 0, "configure": 0, "build": 0, "probe": 0, "probe_vx": 0, "facts": 0,
+    rcs = {"debs": 0, "configure": 0, "build": 0, "probe": 0, "probe_vx": 0, "facts": 0, "capture_table": 0,
            "oversub_vx_linked": 0, "oversub_vx_dlsym": 0, "oversub_vx_procaddr": 0,
            "oversub_vx_nvme": 0, "oversub_native": 0, "oversub_oom": 2, "hooks": 0, "train-ref": 0, "train-oom": 3,
            "infer-ref": 0, "infer-oom": 3}
@@ -265,6 +267,17 @@ class SummarizeTest(unittest.TestCase):
         run = self.run_with(lambda f, r: (f.pop("facts.json"), r.update(facts=1)))
         self.assertIncomplete(run, "facts: exit 1")
         self.assertIsNone(run.summary["cukernel_param_info"])
+
+    def test_capture_table_verdict(self):
+        run = self.run_with()
+        self.assertEqual((run.summary["capture_stricter_cells"],
+                          run.summary["capture_lenient_cells"]), (0, 2))
+        run = self.run_with(lambda f, r: (f.update({"capture_table.out": f["capture_table.out"]
+                                                    .replace(": 0 cells", ": 3 cells")}),
+                                          r.update(capture_table=1)))
+        self.assertIn("3 cells", run.summary["simulator_defects"][0])
+        run = self.run_with(lambda f, r: f.pop("capture_table.out"))
+        self.assertIncomplete(run, "capture_table")
 
     def test_residency_above_limit_plus_outside_is_caught(self):
         run = self.run_with()

@@ -3,6 +3,8 @@
 #include "../../tiers/ledger.c"
 
 #include <check.h>
+
+#include "vx_check.h"
 #include <sys/wait.h>
 
 #include "ledger_test_util.h"
@@ -466,9 +468,5 @@ int main(void) {
   tcase_add_test(t, test_fork_child_gets_own_slot);
   tcase_add_test(t, test_table_full_falls_back);
   suite_add_tcase(s, t);
-  SRunner *r = srunner_create(s);
-  srunner_run_all(r, CK_NORMAL);
-  int failed = srunner_ntests_failed(r);
-  srunner_free(r);
-  return failed ? 1 : 0;
+  return vx_check_run(s, 1);
 }

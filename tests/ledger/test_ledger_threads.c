@@ -1,6 +1,8 @@
 /* test_ledger_threads.c: the budget ledger under threads of one process.
  * Each thread holds its own handle (own slot); totals must stay exact (TSan). */
 #include <check.h>
+
+#include "vx_check.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -109,9 +111,5 @@ int main(void) {
   tcase_add_test(t, test_threads_never_exceed);
   tcase_add_test(t, test_threads_churn_balanced);
   suite_add_tcase(s, t);
-  SRunner *r = srunner_create(s);
-  srunner_run_all(r, CK_NORMAL);
-  int failed = srunner_ntests_failed(r);
-  srunner_free(r);
-  return failed ? 1 : 0;
+  return vx_check_run(s, 1);
 }

@@ -1,6 +1,8 @@
 /* crc32c: known-answer vectors for the software and SSE4.2 forms, and both
  * agreeing on random lengths, alignments and chained calls. */
 #include <check.h>
+
+#include "vx_check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,9 +78,5 @@ int main(void) {
   tcase_add_test(tc, kat_hw);
   tcase_add_test(tc, sw_equals_hw);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return vx_check_run(s, 1);
 }

@@ -3,6 +3,8 @@
  * corrupted slots.  Nothing is lost: a failed spill leaves the data with the
  * caller, a failed restore delivers nothing. */
 #include <check.h>
+
+#include "vx_check.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -319,9 +321,5 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, submit_fails_always);
   }
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return vx_check_run(s, 1);
 }

@@ -2,6 +2,8 @@
  * random sizes and orders, slot reuse, counters, caller-registered rings,
  * callback errors, and concurrent jobs and readers. */
 #include <check.h>
+
+#include "vx_check.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -564,9 +566,5 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, qd_caps_inflight);
   }
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return vx_check_run(s, 1);
 }

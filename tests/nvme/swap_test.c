@@ -2,6 +2,8 @@
  * close, exit and kill -9, and each fallback (O_TMPFILE, O_DIRECT,
  * fallocate, io_uring) said once and counted. */
 #include <check.h>
+
+#include "vx_check.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -425,9 +427,5 @@ int main(void) {
   tcase_add_test(tc, uring_eperm_falls_back);
   tcase_add_test(tc, pool_forced);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return vx_check_run(s, 1);
 }

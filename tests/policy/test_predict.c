@@ -1,6 +1,8 @@
 /* test_predict.c: the predictor and planner under a fake clock and a fake
  * executor: learning, phase changes, plan invariants on random traces, API errors. */
 #include <check.h>
+
+#include "vx_check.h"
 #include <errno.h>
 #include <stdlib.h>
 
@@ -367,9 +369,5 @@ int main(void) {
   tcase_add_test(t, static_placement);
   tcase_add_test(t, api_errors);
   suite_add_tcase(s, t);
-  SRunner *r = srunner_create(s);
-  srunner_run_all(r, CK_NORMAL);
-  int failed = srunner_ntests_failed(r);
-  srunner_free(r);
-  return failed ? 1 : 0;
+  return vx_check_run(s, 1);
 }

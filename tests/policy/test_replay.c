@@ -1,6 +1,8 @@
 /* test_replay.c: the replay's cost model on hand-computed traces, trace loading
  * errors, and the policies' ranking on every synthetic workload. */
 #include <check.h>
+
+#include "vx_check.h"
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -231,9 +233,5 @@ int main(void) {
   tcase_add_test(t, synthetic_rankings);
   tcase_add_test(t, synth_spec_errors);
   suite_add_tcase(s, t);
-  SRunner *r = srunner_create(s);
-  srunner_run_all(r, CK_NORMAL);
-  int failed = srunner_ntests_failed(r);
-  srunner_free(r);
-  return failed ? 1 : 0;
+  return vx_check_run(s, 1);
 }

@@ -1,6 +1,8 @@
 /* test_trace.c: the VXTRACE encoder/decoder: round trips, and rejection of
  * truncated, mis-versioned, out-of-range and randomly corrupted input. */
 #include <check.h>
+
+#include "vx_check.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,9 +265,5 @@ int main(void) {
   tcase_add_test(t, encoder_rejects);
   tcase_add_test(t, random_corruption_never_crashes);
   suite_add_tcase(s, t);
-  SRunner *r = srunner_create(s);
-  srunner_run_all(r, CK_NORMAL);
-  int failed = srunner_ntests_failed(r);
-  srunner_free(r);
-  return failed ? 1 : 0;
+  return vx_check_run(s, 1);
 }

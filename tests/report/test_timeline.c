@@ -1,6 +1,8 @@
 /* test_timeline: the timeline ring alone (interpose/timeline.c with the live
  * counters): sums over devices, bounded size, halving with a doubled period. */
 #include <check.h>
+
+#include "vx_check.h"
 #include <string.h>
 
 #include "ctr.h"
@@ -75,10 +77,5 @@ int main(void) {
   tcase_add_test(tc, inactive_without_report);
   tcase_add_test(tc, sums_devices_and_stays_bounded);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return vx_check_run(s, 0);
 }

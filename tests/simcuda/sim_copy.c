@@ -126,6 +126,7 @@ static int classify(CUdeviceptr p) {
 static CUresult copy(int dir, CUdeviceptr dst, CUdeviceptr src, void *hdst, const void *hsrc,
                      size_t n, CUstream h, int ptds, int sync) {
   sim_stream *s;
+  if (sync) SIM_CAPTURE_UNSAFE();
   CUresult r = sim_stream_resolve(sync ? NULL : h, ptds, &s);
   if (r != CUDA_SUCCESS) return r;
   if ((dir == CP_HTOD && !hsrc) || (dir == CP_DTOH && !hdst)) return CUDA_ERROR_INVALID_VALUE;
@@ -223,6 +224,7 @@ SIM_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, 
 
 static CUresult set(CUdeviceptr dst, uint32_t v, int el, size_t n, CUstream h, int ptds, int sync) {
   sim_stream *s;
+  if (sync) SIM_CAPTURE_UNSAFE();
   CUresult r = sim_stream_resolve(sync ? NULL : h, ptds, &s);
   if (r != CUDA_SUCCESS) return r;
   if (dst % (CUdeviceptr)el) return CUDA_ERROR_INVALID_VALUE;

@@ -391,18 +391,7 @@ SIM_API CUresult cuCtxSynchronize(void) {
   CUresult r = sim_ctx_current(&c);
   if (r != CUDA_SUCCESS) return r;
   /* Synchronising while a stream of the context captures is refused and
-   * invalidates the capture, as the real driver does. */
-  CUresult cap = CUDA_SUCCESS;
-  pthread_mutex_lock(&c->mu);
-  for (sim_stream *s = c->streams; s; s = s->next_in_ctx) {
-    pthread_mutex_lock(&s->tl.mu);
-    if (s->cap_status == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
-      s->cap_status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
-      cap = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    }
-    pthread_mutex_unlock(&s->tl.mu);
-  }
-  pthread_mutex_unlock(&c->mu);
-  if (cap != CUDA_SUCCESS) return cap;
-  return sim_ctx_sync(c);
+   * invalidates the capture, as the real driver does, in every mode. */
+  r = sim_capture_check_ctx(c);
+  return r != CUDA_SUCCESS ? r : sim_ctx_sync(c);
 }

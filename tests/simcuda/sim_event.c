@@ -67,10 +67,14 @@ static CUresult event_record(CUevent h, CUstream hs, int ptds) {
   pthread_mutex_lock(&s->tl.mu);
   int capturing = s->cap_status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
   pthread_mutex_unlock(&s->tl.mu);
-  if (capturing) return CUDA_SUCCESS; /* captured records only join streams */
+  if (capturing) { /* captured records only join streams */
+    __atomic_store_n(&e->captured, 1, __ATOMIC_RELAXED);
+    return CUDA_SUCCESS;
+  }
   sim_op *op = sim_op_new(OP_RECORD);
   if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&e->tl.mu);
+  __atomic_store_n(&e->captured, 0, __ATOMIC_RELAXED);
   uint64_t gen = ++e->gen;
   e->tl.enq = gen;
   pthread_mutex_unlock(&e->tl.mu);
@@ -116,9 +120,11 @@ void sim_event_complete(sim_event *e, uint64_t gen, uint64_t t) {
 
 SIM_API CUresult cuEventSynchronize(CUevent h) {
   SIM_ENTER_INIT(cuEventSynchronize);
+  SIM_CAPTURE_UNSAFE();
   sim_event *e;
   CUresult r = event_get(h, &e);
   if (r != CUDA_SUCCESS) return r;
+  if (__atomic_load_n(&e->captured, __ATOMIC_RELAXED)) return CUDA_ERROR_CAPTURED_EVENT;
   pthread_mutex_lock(&e->tl.mu);
   uint64_t gen = e->gen;
   pthread_mutex_unlock(&e->tl.mu);
@@ -130,9 +136,11 @@ SIM_API CUresult cuEventSynchronize(CUevent h) {
 
 SIM_API CUresult cuEventQuery(CUevent h) {
   SIM_ENTER_INIT(cuEventQuery);
+  SIM_CAPTURE_UNSAFE();
   sim_event *e;
   CUresult r = event_get(h, &e);
   if (r != CUDA_SUCCESS) return r;
+  if (__atomic_load_n(&e->captured, __ATOMIC_RELAXED)) return CUDA_ERROR_CAPTURED_EVENT;
   pthread_mutex_lock(&e->tl.mu);
   int done = e->tl.done >= e->gen;
   pthread_mutex_unlock(&e->tl.mu);
@@ -166,6 +174,29 @@ SIM_API CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
   return elapsed(ms, a, b);
 }
 
+/* Waits that cross a capture's boundary.  A capturing stream may not wait
+ * for work outside its capture (CUDA_ERROR_STREAM_CAPTURE_ISOLATION,
+ * invalidating it) unless CU_EVENT_WAIT_EXTERNAL says so.  A non-capturing
+ * stream waiting for a captured event would join the capture in the real
+ * driver; cross-stream capture is not modelled, so that is refused. */
+static CUresult capture_wait_check(sim_stream *s, sim_event *e, unsigned flags, uint64_t gen,
+                                   int *joined) {
+  int captured = __atomic_load_n(&e->captured, __ATOMIC_RELAXED);
+  pthread_mutex_lock(&s->tl.mu);
+  int st = s->cap_status;
+  CUresult r = CUDA_SUCCESS;
+  if (st == CU_STREAM_CAPTURE_STATUS_ACTIVE && !captured && gen &&
+      !(flags & CU_EVENT_WAIT_EXTERNAL)) {
+    s->cap_status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    r = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+  } else if (st == CU_STREAM_CAPTURE_STATUS_NONE && captured) {
+    r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  *joined = st == CU_STREAM_CAPTURE_STATUS_ACTIVE && captured;
+  pthread_mutex_unlock(&s->tl.mu);
+  return r;
+}
+
 static CUresult wait_event(CUstream hs, CUevent h, unsigned flags, int ptds) {
   sim_event *e;
   CUresult r = event_get(h, &e);
@@ -177,6 +208,9 @@ static CUresult wait_event(CUstream hs, CUevent h, unsigned flags, int ptds) {
   pthread_mutex_lock(&e->tl.mu);
   uint64_t gen = e->gen;
   pthread_mutex_unlock(&e->tl.mu);
+  int joined = 0; /* a captured event: the (linear) capture is already ordered */
+  r = capture_wait_check(s, e, flags, gen, &joined);
+  if (r != CUDA_SUCCESS || joined) return r;
   if (gen == 0) return CUDA_SUCCESS; /* never recorded: nothing to wait for */
   sim_op *op = sim_op_new(OP_NOP);
   if (!op) return CUDA_ERROR_OUT_OF_MEMORY;

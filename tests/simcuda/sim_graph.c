@@ -53,46 +53,188 @@ void sim_graph_free(sim_graph *g) {
 
 // ---- capture ----
 
-static CUresult begin_capture(CUstream h, int ptds) {
+/* Captures in progress, with the mode they began in and the thread that
+ * began them: what the unsafe-call rule of cuThreadExchangeStreamCaptureMode
+ * needs.  Few at a time: a small table under one lock. */
+#define CAP_MAX 64
+
+typedef struct cap_rec {
+  sim_stream *s;
+  int mode; /* CUstreamCaptureMode */
+  pthread_t thr;
+  int to_graph; /* cuStreamBeginCaptureToGraph: the graph is the caller's */
+} cap_rec;
+
+static pthread_mutex_t cap_mu = PTHREAD_MUTEX_INITIALIZER;
+static cap_rec caps[CAP_MAX];
+static int ncaps;             /* under cap_mu; read relaxed as the fast path */
+static __thread int tls_mode; /* this thread's interaction mode: GLOBAL (0) by default */
+
+static void invalidate(sim_stream *s) {
+  pthread_mutex_lock(&s->tl.mu);
+  if (s->cap_status == CU_STREAM_CAPTURE_STATUS_ACTIVE)
+    s->cap_status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+  pthread_mutex_unlock(&s->tl.mu);
+}
+
+static int cap_find_locked(const sim_stream *s) {
+  for (int i = 0; i < ncaps; i++)
+    if (caps[i].s == s) return i;
+  return -1;
+}
+
+static void cap_del_locked(int i) {
+  int n = ncaps - 1;
+  caps[i] = caps[n];
+  __atomic_store_n(&ncaps, n, __ATOMIC_RELAXED);
+}
+
+/* cuda.h: GLOBAL threads are prohibited while they have a capture of their
+ * own not begun RELAXED, or while another thread has a GLOBAL one;
+ * THREAD_LOCAL threads only for their own; RELAXED threads never. */
+static int prohibits_locked(const cap_rec *c, int mode, pthread_t self) {
+  if (mode == CU_STREAM_CAPTURE_MODE_RELAXED) return 0;
+  if (pthread_equal(c->thr, self)) return c->mode != CU_STREAM_CAPTURE_MODE_RELAXED;
+  return mode == CU_STREAM_CAPTURE_MODE_GLOBAL && c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+}
+
+CUresult sim_capture_check_unsafe(void) {
+  if (!__atomic_load_n(&ncaps, __ATOMIC_RELAXED)) return CUDA_SUCCESS;
+  CUresult r = CUDA_SUCCESS;
+  pthread_t self = pthread_self();
+  pthread_mutex_lock(&cap_mu);
+  for (int i = 0; i < ncaps; i++)
+    if (prohibits_locked(&caps[i], tls_mode, self)) {
+      invalidate(caps[i].s);
+      r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+  pthread_mutex_unlock(&cap_mu);
+  return r;
+}
+
+CUresult sim_capture_check_ctx(sim_ctx *c) {
+  if (!__atomic_load_n(&ncaps, __ATOMIC_RELAXED)) return CUDA_SUCCESS;
+  CUresult r = CUDA_SUCCESS;
+  pthread_mutex_lock(&cap_mu);
+  for (int i = 0; i < ncaps; i++)
+    if (caps[i].s->ctx == c) {
+      invalidate(caps[i].s);
+      r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+  pthread_mutex_unlock(&cap_mu);
+  return r != CUDA_SUCCESS ? r : sim_capture_check_unsafe();
+}
+
+CUresult sim_capture_check_legacy(sim_stream *s, int inval) {
+  if (s->kind != ST_LEGACY || !__atomic_load_n(&ncaps, __ATOMIC_RELAXED)) return CUDA_SUCCESS;
+  CUresult r = CUDA_SUCCESS;
+  pthread_mutex_lock(&cap_mu);
+  for (int i = 0; i < ncaps; i++)
+    if (caps[i].s->ctx == s->ctx && !(caps[i].s->flags & CU_STREAM_NON_BLOCKING)) {
+      if (inval) invalidate(caps[i].s);
+      r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    }
+  pthread_mutex_unlock(&cap_mu);
+  return r;
+}
+
+void sim_capture_forget(sim_stream *s) {
+  pthread_mutex_lock(&cap_mu);
+  int i = cap_find_locked(s);
+  if (i >= 0 && caps[i].to_graph) {
+    pthread_mutex_lock(&s->tl.mu);
+    s->cap_graph = NULL; /* the caller's graph outlives the stream */
+    pthread_mutex_unlock(&s->tl.mu);
+  }
+  if (i >= 0) cap_del_locked(i);
+  pthread_mutex_unlock(&cap_mu);
+}
+
+SIM_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
+  SIM_ENTER_INIT(cuThreadExchangeStreamCaptureMode);
+  if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_ERROR_INVALID_VALUE;
+  int prev = tls_mode;
+  tls_mode = (int)*mode;
+  *mode = (CUstreamCaptureMode)prev;
+  return CUDA_SUCCESS;
+}
+
+/* into: the caller's graph (cuStreamBeginCaptureToGraph), or NULL for a new one. */
+static CUresult begin_capture(CUstream h, int mode, int ptds, sim_graph *into) {
+  if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_ERROR_INVALID_VALUE;
   sim_stream *s;
   CUresult r = sim_stream_resolve(h, ptds, &s);
   if (r != CUDA_SUCCESS) return r;
   if (s->kind == ST_LEGACY) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  sim_graph *g = sim_graph_new();
+  sim_graph *g = into ? into : sim_graph_new();
   if (!g) return CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&cap_mu);
   pthread_mutex_lock(&s->tl.mu);
-  if (s->cap_status != CU_STREAM_CAPTURE_STATUS_NONE) {
+  if (s->cap_status != CU_STREAM_CAPTURE_STATUS_NONE || ncaps == CAP_MAX) {
+    r = s->cap_status != CU_STREAM_CAPTURE_STATUS_NONE ? CUDA_ERROR_ILLEGAL_STATE
+                                                       : CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_unlock(&s->tl.mu);
-    sim_graph_free(g);
-    return CUDA_ERROR_ILLEGAL_STATE;
+    pthread_mutex_unlock(&cap_mu);
+    if (!into) sim_graph_free(g);
+    return r;
   }
   s->cap_status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
   s->cap_graph = g;
   s->cap_id = __atomic_fetch_add(&next_capture_id, 1, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&s->tl.mu);
+  caps[ncaps] = (cap_rec){.s = s, .mode = mode, .thr = pthread_self(), .to_graph = into != NULL};
+  __atomic_store_n(&ncaps, ncaps + 1, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&cap_mu);
   return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode mode) {
   SIM_ENTER_INIT(cuStreamBeginCapture_v2);
-  (void)mode;
-  return begin_capture(h, 0);
+  return begin_capture(h, (int)mode, 0, NULL);
 }
 
 SIM_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode mode) {
   SIM_ENTER_INIT(cuStreamBeginCapture_v2_ptsz);
-  (void)mode;
-  return begin_capture(h, 1);
+  return begin_capture(h, (int)mode, 1, NULL);
 }
 
+/* The CUDA 10.0 entry points have no mode: the strictest one. */
 SIM_API CUresult cuStreamBeginCapture(CUstream h) {
   SIM_ENTER_INIT(cuStreamBeginCapture);
-  return begin_capture(h, 0);
+  return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, 0, NULL);
 }
 
 SIM_API CUresult cuStreamBeginCapture_ptsz(CUstream h) {
   SIM_ENTER_INIT(cuStreamBeginCapture_ptsz);
-  return begin_capture(h, 1);
+  return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, 1, NULL);
+}
+
+/* The graph is linear here: new nodes go after the existing ones, whatever
+ * the dependencies named (each must be a node of the graph). */
+static CUresult begin_to_graph(CUstream h, CUgraph hg, const CUgraphNode *deps, size_t n, int mode,
+                               int ptds) {
+  if (!hg || !sim_handle_ok(SIM_H_GRAPH, hg) || (n && !deps)) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < n; i++)
+    if (!deps[i] || !sim_handle_ok(SIM_H_NODE, deps[i]) ||
+        ((sim_node *)deps[i])->g != (sim_graph *)hg)
+      return CUDA_ERROR_INVALID_VALUE;
+  return begin_capture(h, mode, ptds, (sim_graph *)hg);
+}
+
+SIM_API CUresult cuStreamBeginCaptureToGraph(CUstream h, CUgraph hg, const CUgraphNode *deps,
+                                             const CUgraphEdgeData *ed, size_t n,
+                                             CUstreamCaptureMode mode) {
+  SIM_ENTER_INIT(cuStreamBeginCaptureToGraph);
+  (void)ed;
+  return begin_to_graph(h, hg, deps, n, (int)mode, 0);
+}
+
+SIM_API CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream h, CUgraph hg, const CUgraphNode *deps,
+                                                  const CUgraphEdgeData *ed, size_t n,
+                                                  CUstreamCaptureMode mode) {
+  SIM_ENTER_INIT(cuStreamBeginCaptureToGraph_ptsz);
+  (void)ed;
+  return begin_to_graph(h, hg, deps, n, (int)mode, 1);
 }
 
 static CUresult end_capture(CUstream h, CUgraph *pg, int ptds) {
@@ -100,16 +242,29 @@ static CUresult end_capture(CUstream h, CUgraph *pg, int ptds) {
   sim_stream *s;
   CUresult r = sim_stream_resolve(h, ptds, &s);
   if (r != CUDA_SUCCESS) return r;
+  *pg = NULL;
+  pthread_mutex_lock(&cap_mu);
+  int i = cap_find_locked(s);
+  if (i >= 0 && caps[i].mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+      !pthread_equal(caps[i].thr, pthread_self())) {
+    /* cuda.h: ended from the thread that began it.  Stricter than the
+     * driver: the capture is invalidated as well. */
+    invalidate(s);
+    pthread_mutex_unlock(&cap_mu);
+    return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+  }
+  int to_graph = i >= 0 && caps[i].to_graph;
+  if (i >= 0) cap_del_locked(i);
   pthread_mutex_lock(&s->tl.mu);
   int st = s->cap_status;
   sim_graph *g = s->cap_graph;
   s->cap_status = CU_STREAM_CAPTURE_STATUS_NONE;
   s->cap_graph = NULL;
   pthread_mutex_unlock(&s->tl.mu);
-  *pg = NULL;
+  pthread_mutex_unlock(&cap_mu);
   if (st == CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_ERROR_ILLEGAL_STATE;
   if (st == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
-    sim_graph_free(g);
+    if (!to_graph) sim_graph_free(g); /* the caller's graph stays the caller's */
     return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   }
   *pg = (CUgraph)g;
@@ -132,6 +287,7 @@ static CUresult capture_info(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *
   if (!st) return CUDA_ERROR_INVALID_VALUE;
   sim_stream *s;
   CUresult r = sim_stream_resolve(h, ptds, &s);
+  if (r == CUDA_SUCCESS) r = sim_capture_check_legacy(s, 0); /* not invalidated (cuda.h) */
   if (r != CUDA_SUCCESS) return r;
   pthread_mutex_lock(&s->tl.mu);
   *st = (CUstreamCaptureStatus)s->cap_status;

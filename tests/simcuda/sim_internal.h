@@ -265,6 +265,7 @@ typedef struct sim_event {
   unsigned flags;
   sim_ctx *ctx;
   uint64_t gen; /* records issued; tl.done = records completed */
+  int captured; /* last recorded in a capturing stream (capture helper) */
 } sim_event;
 
 void sim_tl_init(sim_tl *tl, void (*release)(sim_tl *));
@@ -399,5 +400,28 @@ int sim_func_attribute(CUfunction_attribute attrib);
 CUresult sim_kernel_func(sim_kernel *k, sim_ctx *c, sim_func **out);
 /* The kernel behind handle h when it is a live CUkernel, else NULL. */
 sim_kernel *sim_kernel_of(const void *h);
+
+/* ---- capture modes (capture helper, issue 12 point 7; sim_graph.c) ---- */
+/* The rule for "potentially unsafe" calls (cuThreadExchangeStreamCaptureMode
+ * in cuda.h): CUDA_SUCCESS when the calling thread may make one, else
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED after invalidating every capture
+ * that prohibits it.  One relaxed load while nothing captures. */
+CUresult sim_capture_check_unsafe(void);
+/* A call that synchronises context c (cuCtxSynchronize, cuMemFree): refused
+ * with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, invalidating them, while any
+ * stream of c captures, in any mode; then the unsafe-call rule. */
+CUresult sim_capture_check_ctx(sim_ctx *c);
+/* Work on, or a wait for, stream s: when s is the legacy stream and a
+ * blocking stream of its context captures, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+ * (invalidate: those captures are invalidated too). */
+CUresult sim_capture_check_legacy(sim_stream *s, int invalidate);
+/* s is being destroyed: its capture, if any, is forgotten. */
+void sim_capture_forget(sim_stream *s);
+/* First line of an unsafe entry point (after SIM_ENTER_INIT). */
+#define SIM_CAPTURE_UNSAFE()                                                                       \
+  do {                                                                                             \
+    CUresult sim_c_ = sim_capture_check_unsafe();                                                  \
+    if (sim_c_ != CUDA_SUCCESS) return sim_c_;                                                     \
+  } while (0)
 
 #endif

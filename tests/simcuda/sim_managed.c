@@ -123,6 +123,7 @@ static void settle_unpop(sim_chunk *c) {
 
 SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
   SIM_ENTER_INIT(cuMemAllocManaged);
+  SIM_CAPTURE_UNSAFE();
   if (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
     return CUDA_ERROR_INVALID_VALUE;
   sim_ctx *c;
@@ -580,11 +581,13 @@ static CUresult advise(CUdeviceptr p, size_t n, CUmem_advise adv, CUmemLocation 
 
 SIM_API CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, CUmem_advise adv, CUmemLocation loc) {
   SIM_ENTER_INIT(cuMemAdvise_v2);
+  SIM_CAPTURE_UNSAFE();
   return advise(p, n, adv, loc);
 }
 
 SIM_API CUresult cuMemAdvise(CUdeviceptr p, size_t n, CUmem_advise adv, CUdevice dev) {
   SIM_ENTER_INIT(cuMemAdvise);
+  SIM_CAPTURE_UNSAFE();
   return advise(p, n, adv, loc_of_device(dev));
 }
 

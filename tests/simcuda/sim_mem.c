@@ -115,7 +115,8 @@ static CUresult native_alloc(CUdeviceptr *dptr, size_t size, sim_ctx *c) {
 SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   SIM_ENTER_INIT(cuMemAlloc_v2);
   sim_ctx *c;
-  CUresult r = sim_ctx_current(&c);
+  CUresult r = sim_capture_check_unsafe();
+  if (r == CUDA_SUCCESS) r = sim_ctx_current(&c);
   if (r != CUDA_SUCCESS) return r;
   return native_alloc(dptr, bytesize, c);
 }
@@ -132,7 +133,8 @@ static CUresult pitch_alloc(CUdeviceptr *dptr, size_t *pitch, size_t w, size_t h
   if (!dptr || !pitch || w == 0 || h == 0 || (el != 4 && el != 8 && el != 16))
     return CUDA_ERROR_INVALID_VALUE;
   sim_ctx *c;
-  CUresult r = sim_ctx_current(&c);
+  CUresult r = sim_capture_check_unsafe();
+  if (r == CUDA_SUCCESS) r = sim_ctx_current(&c);
   if (r != CUDA_SUCCESS) return r;
   size_t p = (w + 511) & ~(size_t)511;
   r = native_alloc(dptr, p * h, c);
@@ -151,7 +153,11 @@ static CUresult mem_free(CUdeviceptr dptr) {
   CUresult r = sim_ctx_current(&c);
   if (r != CUDA_SUCCESS) return r;
   if (dptr == 0) return CUDA_SUCCESS;
-  sim_ctx_sync(c); /* cuMemFree waits for the device, as cudaFree does */
+  /* It waits for the device, as cudaFree does: a synchronisation of the
+   * context (stricter than the driver in relaxed mode: see README). */
+  r = sim_capture_check_ctx(c);
+  if (r != CUDA_SUCCESS) return r;
+  sim_ctx_sync(c);
   sim_lock();
   sim_alloc *a = sim_map_find_base_locked((uintptr_t)dptr);
   if (!a || (a->kind != SIM_NATIVE && a->kind != SIM_MANAGED) ||
@@ -344,11 +350,13 @@ static CUresult host_alloc(void **pp, size_t size, unsigned flags) {
 
 SIM_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
   SIM_ENTER_INIT(cuMemAllocHost_v2);
+  SIM_CAPTURE_UNSAFE();
   return host_alloc(pp, bytesize, 0);
 }
 
 SIM_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
   SIM_ENTER_INIT(cuMemHostAlloc);
+  SIM_CAPTURE_UNSAFE();
   return host_alloc(pp, bytesize, Flags);
 }
 
@@ -370,6 +378,7 @@ static CUresult host_release(void *p, int kind, CUresult bad) {
 
 SIM_API CUresult cuMemFreeHost(void *p) {
   SIM_ENTER_INIT(cuMemFreeHost);
+  SIM_CAPTURE_UNSAFE();
   return host_release(p, SIM_HOST_PINNED, CUDA_ERROR_INVALID_VALUE);
 }
 
@@ -398,16 +407,19 @@ static CUresult host_register(void *p, size_t bytesize, unsigned int Flags) {
 
 SIM_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags) {
   SIM_ENTER_INIT(cuMemHostRegister_v2);
+  SIM_CAPTURE_UNSAFE();
   return host_register(p, bytesize, Flags);
 }
 
 SIM_API CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags) {
   SIM_ENTER_INIT(cuMemHostRegister);
+  SIM_CAPTURE_UNSAFE();
   return host_register(p, bytesize, Flags);
 }
 
 SIM_API CUresult cuMemHostUnregister(void *p) {
   SIM_ENTER_INIT(cuMemHostUnregister);
+  SIM_CAPTURE_UNSAFE();
   return host_release(p, SIM_HOST_REG, CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
 }
 

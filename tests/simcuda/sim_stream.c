@@ -110,6 +110,7 @@ sim_stream *sim_stream_new(sim_ctx *c, unsigned flags, int kind, int prio) {
 /* Waits for the stream's work, stops its worker, drops the creator's ref. */
 void sim_stream_destroy(sim_stream *s) {
   sim_handle_del(SIM_H_STREAM, s);
+  sim_capture_forget(s);
   sim_ctx *c = s->ctx;
   pthread_mutex_lock(&c->mu);
   for (sim_stream **p = &c->streams; *p; p = &(*p)->next_in_ctx)
@@ -218,6 +219,11 @@ static int legacy_deps(sim_stream *s, sim_op *op) {
 }
 
 CUresult sim_enqueue(sim_stream *s, sim_op *op) {
+  CUresult lr = sim_capture_check_legacy(s, 1);
+  if (lr != CUDA_SUCCESS) {
+    sim_op_free(op);
+    return lr;
+  }
   pthread_mutex_lock(&s->tl.mu);
   int st = s->cap_status;
   if (st == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
@@ -258,9 +264,12 @@ CUresult sim_stream_sync(sim_stream *s) {
 }
 
 /* A capturing stream must not be synchronised or queried: the capture is
- * invalidated and the call refused. */
+ * invalidated and the call refused.  Nor may the legacy stream while a
+ * blocking stream captures; and the call is a potentially unsafe one. */
 static CUresult refuse_if_capturing(sim_stream *s) {
-  CUresult r = CUDA_SUCCESS;
+  CUresult r = sim_capture_check_legacy(s, 1);
+  if (r == CUDA_SUCCESS) r = sim_capture_check_unsafe(); /* stricter: see README */
+  if (r != CUDA_SUCCESS) return r;
   pthread_mutex_lock(&s->tl.mu);
   if (s->cap_status == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
     s->cap_status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;

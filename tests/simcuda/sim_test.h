@@ -4,6 +4,8 @@
 #define VX_SIM_TEST_H
 
 #include <check.h>
+
+#include "vx_check.h"
 #include <cuda.h>
 #include <stdlib.h>
 
@@ -42,10 +44,6 @@ static inline simcuda_stats_t sim_test_stats(int dev) {
 
 /* Runs the suite; returns the process exit status. */
 static inline int sim_test_run(Suite *s) {
-  SRunner *r = srunner_create(s);
-  srunner_run_all(r, CK_NORMAL);
-  int failed = srunner_ntests_failed(r);
-  srunner_free(r);
-  return failed ? 1 : 0;
+  return vx_check_run(s, 1);
 }
 #endif

@@ -277,6 +277,193 @@ START_TEST(capture_and_replay) {
 }
 END_TEST
 
+// ---- capture modes (capture helper) ----
+
+/* One driver call made from another thread (in interaction mode `mode`). */
+typedef struct other_call {
+  int what; /* 0: cuMemAlloc, 1: cuEventQuery, 2: cuStreamEndCapture */
+  CUstreamCaptureMode mode;
+  CUstream s;
+  CUevent ev;
+  CUresult r;
+} other_call;
+
+static CUdeviceptr other_ptrs[16];
+static int n_other;
+
+static void *other_thread(void *arg) {
+  other_call *c = arg;
+  c->r = cuCtxSetCurrent(ctx);
+  CUstreamCaptureMode m = c->mode;
+  if (c->r == CUDA_SUCCESS) c->r = cuThreadExchangeStreamCaptureMode(&m);
+  if (c->r != CUDA_SUCCESS) return NULL;
+  CUdeviceptr p = 0;
+  CUgraph g;
+  switch (c->what) {
+  case 0:
+    c->r = cuMemAlloc(&p, 4096);
+    if (c->r == CUDA_SUCCESS) other_ptrs[n_other++] = p; /* freed after the captures */
+    break;
+  case 1:
+    c->r = cuEventQuery(c->ev);
+    break;
+  default:
+    c->r = cuStreamEndCapture(c->s, &g);
+    break;
+  }
+  return NULL;
+}
+
+static CUresult from_other(int what, CUstreamCaptureMode mode, CUstream s, CUevent ev) {
+  other_call c = {.what = what, .mode = mode, .s = s, .ev = ev};
+  pthread_t t;
+  pthread_create(&t, NULL, other_thread, &c);
+  pthread_join(t, NULL);
+  return c.r;
+}
+
+static CUresult end_status(CUstream s) {
+  CUgraph g = NULL;
+  CUresult r = cuStreamEndCapture(s, &g);
+  if (r == CUDA_SUCCESS)
+    ck_cu(cuGraphDestroy(g));
+  else
+    ck_assert_ptr_null(g);
+  return r;
+}
+
+START_TEST(capture_modes) {
+  setup();
+  CUstream s, nb;
+  ck_cu(cuStreamCreate(&s, 0)); /* blocking: the legacy stream depends on it */
+  ck_cu(cuStreamCreate(&nb, CU_STREAM_NON_BLOCKING));
+  CUevent ev;
+  ck_cu(cuEventCreate(&ev, 0));
+  ck_cu(cuEventRecord(ev, nb));
+  CUdeviceptr p;
+  CUstreamCaptureStatus cs;
+  const CUstreamCaptureMode G = CU_STREAM_CAPTURE_MODE_GLOBAL,
+                            TL = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                            R = CU_STREAM_CAPTURE_MODE_RELAXED;
+
+  /* global: another thread in global mode may not allocate or query an
+   * event; the capture is invalidated and ends with an error */
+  ck_cu(cuStreamBeginCapture(nb, G));
+  ck_cu_is(from_other(0, G, NULL, NULL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ck_cu(cuStreamIsCapturing(nb, &cs));
+  ck_assert_int_eq(cs, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  cuuint64_t id;
+  ck_cu(cuStreamGetCaptureInfo(nb, &cs, &id, NULL, NULL, NULL, NULL));
+  ck_assert_int_eq(cs, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  ck_cu_is(end_status(nb), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  ck_cu(cuStreamBeginCapture(nb, G));
+  ck_cu_is(from_other(1, G, NULL, ev), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ck_cu_is(end_status(nb), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  /* ... unless that thread is relaxed (or thread-local), the documented tool */
+  ck_cu(cuStreamBeginCapture(nb, G));
+  ck_cu(from_other(0, R, NULL, NULL));
+  ck_cu(from_other(0, TL, NULL, NULL));
+  ck_cu(from_other(1, R, NULL, ev));
+  /* the capturing thread itself is prohibited too, but relaxed is allowed */
+  ck_cu_is(cuCtxSynchronize(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ck_cu_is(end_status(nb), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  ck_cu(cuStreamBeginCapture(nb, G));
+  CUstreamCaptureMode m = R;
+  ck_cu(cuThreadExchangeStreamCaptureMode(&m));
+  ck_assert_int_eq(m, G); /* the default */
+  ck_cu(cuMemAlloc(&p, 4096));
+  ck_cu(cuThreadExchangeStreamCaptureMode(&m));
+  ck_assert_int_eq(m, R);
+  ck_cu_is(cuMemAlloc(&p, 4096), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ck_cu_is(end_status(nb), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  ck_cu(cuMemFree(p));
+
+  /* thread-local: other threads are free; this one is not */
+  ck_cu(cuStreamBeginCapture(nb, TL));
+  ck_cu(from_other(0, G, NULL, NULL));
+  ck_cu_is(from_other(2, G, nb, NULL), CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+  ck_cu_is(cuEventQuery(ev), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ck_cu_is(end_status(nb), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  ck_cu(cuStreamBeginCapture(nb, TL));
+  ck_cu(from_other(0, G, NULL, NULL));
+  ck_cu(end_status(nb));
+
+  /* relaxed: unsafe calls pass; what conflicts with the capture does not */
+  ck_cu(cuStreamBeginCapture(nb, R));
+  ck_cu(cuMemAlloc(&p, 4096));
+  ck_cu(cuMemcpyHtoD(p, &id, sizeof id));
+  ck_cu(cuEventRecord(ev, nb)); /* captured */
+  ck_cu(from_other(0, G, NULL, NULL));
+  ck_cu(from_other(2, G, nb, NULL)); /* ended by another thread: allowed */
+  ck_cu_is(cuEventQuery(ev), CUDA_ERROR_CAPTURED_EVENT);
+  ck_cu_is(cuStreamWaitEvent(s, ev, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); /* no join */
+  ck_cu(cuEventRecord(ev, nb));
+  /* a capture may not wait for outside work, unless the wait is external */
+  ck_cu(cuStreamBeginCapture(nb, R));
+  ck_cu(cuStreamWaitEvent(nb, ev, CU_EVENT_WAIT_EXTERNAL));
+  ck_cu(end_status(nb));
+  ck_cu(cuStreamBeginCapture(nb, R));
+  ck_cu_is(cuStreamWaitEvent(nb, ev, 0), CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
+  ck_cu_is(end_status(nb), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  ck_cu(cuEventSynchronize(ev));
+  ck_cu(cuStreamBeginCapture(nb, R));
+  ck_cu_is(cuMemFree(p), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); /* waits for the device */
+  ck_cu_is(end_status(nb), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  ck_cu(cuStreamBeginCapture(nb, R));
+  ck_cu_is(cuCtxSynchronize(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ck_cu_is(end_status(nb), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  ck_cu(cuMemFree(p));
+
+  /* a blocking stream captures: the legacy stream is unusable, in any mode */
+  ck_cu(cuStreamBeginCapture(s, R));
+  ck_cu_is(cuStreamIsCapturing(CU_STREAM_LEGACY, &cs), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+  ck_cu(cuStreamIsCapturing(s, &cs)); /* that query does not invalidate */
+  ck_assert_int_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  ck_cu(cuMemAlloc(&p, 4096));
+  ck_cu(cuMemsetD8Async(p, 1, 4096, nb)); /* a non-blocking stream is independent */
+  ck_cu_is(cuMemsetD8Async(p, 1, 4096, NULL), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+  ck_cu(cuStreamIsCapturing(s, &cs));
+  ck_assert_int_eq(cs, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  ck_cu_is(end_status(s), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  ck_cu(cuStreamBeginCapture(s, R));
+  ck_cu_is(cuStreamSynchronize(NULL), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+  ck_cu_is(end_status(s), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  ck_cu(cuStreamBeginCapture(s, R));
+  ck_cu_is(cuMemcpyHtoD(p, &id, sizeof id), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+  ck_cu_is(end_status(s), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+  /* into an existing graph: the same rules; the graph stays the caller's */
+  CUgraph into, got = NULL;
+  ck_cu(cuGraphCreate(&into, 0));
+  ck_cu(cuStreamBeginCaptureToGraph(nb, into, NULL, NULL, 0, G));
+  ck_cu(kit_scale(p, 1024, 2.0f, nb));
+  ck_cu(cuStreamEndCapture(nb, &got));
+  ck_assert_ptr_eq(got, into);
+  size_t nn = 0;
+  ck_cu(cuGraphGetNodes(into, NULL, &nn));
+  ck_assert_uint_eq(nn, 1);
+  ck_cu(cuStreamBeginCaptureToGraph(nb, into, NULL, NULL, 0, G));
+  ck_cu_is(from_other(0, G, NULL, NULL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ck_cu_is(end_status(nb), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  ck_cu(cuGraphDestroy(into));
+
+  /* bad arguments; and after all that nothing is left capturing */
+  m = (CUstreamCaptureMode)7;
+  ck_cu_is(cuThreadExchangeStreamCaptureMode(&m), CUDA_ERROR_INVALID_VALUE);
+  ck_cu_is(cuThreadExchangeStreamCaptureMode(NULL), CUDA_ERROR_INVALID_VALUE);
+  ck_cu_is(cuStreamBeginCapture(nb, (CUstreamCaptureMode)7), CUDA_ERROR_INVALID_VALUE);
+  ck_cu(from_other(0, G, NULL, NULL));
+  ck_cu(cuEventQuery(ev));
+  ck_cu(cuStreamSynchronize(NULL));
+  ck_cu(cuMemFree(p));
+  while (n_other > 0)
+    ck_cu(cuMemFree(other_ptrs[--n_other]));
+  ck_cu(cuEventDestroy(ev));
+  ck_cu(cuStreamDestroy(s));
+  ck_cu(cuStreamDestroy(nb));
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("sim_stream");
   TCase *tc = tcase_create("stream");
@@ -287,6 +474,7 @@ int main(void) {
   tcase_add_test(tc, threads_at_once);
   tcase_add_test(tc, managed_from_threads);
   tcase_add_test(tc, capture_and_replay);
+  tcase_add_test(tc, capture_modes);
   suite_add_tcase(s, tc);
   return sim_test_run(s);
 }

@@ -122,6 +122,33 @@ static CUresult graph_make(const char *e) {
   return cuGraphExecDestroy(x);
 }
 
+/* The capture hooks: a begin in the form named (through dlsym on the
+ * driver: vx's dlsym hands out its hook), then an end; or the end named. */
+static CUresult capture_probe(const char *e) {
+  CUstream s;
+  CUgraph g;
+  VXT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  int ptsz = strstr(e, "_ptsz") != NULL;
+  CUstream h = ptsz ? NULL : s; /* NULL: the per-thread stream */
+  const CUstreamCaptureMode gm = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  if (!strncmp(e, "cuStreamBeginCapture", 20)) {
+    void *f = entry(e);
+    if (!f) return (CUresult)-77;
+    CUgraph into;
+    VXT_CU(cuGraphCreate(&into, 0));
+    typedef CUresult (*to_graph_fn)(CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *,
+                                    size_t, CUstreamCaptureMode);
+    CUresult r = strstr(e, "ToGraph") ? ((to_graph_fn)f)(h, into, NULL, NULL, 0, gm)
+                 : strstr(e, "_v2")   ? ((CUresult(*)(CUstream, CUstreamCaptureMode))f)(h, gm)
+                                      : ((CUresult(*)(CUstream))f)(h);
+    if (r == CUDA_SUCCESS)
+      VXT_CU(ptsz ? cuStreamEndCapture_ptsz(h, &g) : cuStreamEndCapture(h, &g));
+    return r;
+  }
+  VXT_CU(ptsz ? cuStreamBeginCapture_v2_ptsz(h, gm) : cuStreamBeginCapture_v2(h, gm));
+  return ptsz ? cuStreamEndCapture_ptsz(h, &g) : cuStreamEndCapture(h, &g);
+}
+
 typedef struct {
   unsigned long long total, free, used;
 } nvml_mem_t;
@@ -470,6 +497,9 @@ static CUresult probe(const char *e) {
   if (!strncmp(e, "cuMemcpy", 8) || !strncmp(e, "cuMemset", 8) || !strncmp(e, "cuMemPrefetch", 13))
     return copy_probe(e);
   if (!strncmp(e, "cuLibrary", 9) || !strcmp(e, "cuKernelGetFunction")) return library_probe(e);
+
+  if (!strncmp(e, "cuStreamBeginCapture", 20) || !strncmp(e, "cuStreamEndCapture", 18))
+    return capture_probe(e);
   return (CUresult)-1;
 }
 

@@ -32,7 +32,7 @@ int main(void) {
         hook = (gpa_t)dlsym(vx, "cuGetProcAddress_v2");
   VXT_ASSERT(real && hook && (void *)real != (void *)hook);
   int reached[NHOOKS] = {0}, checks = 0, handed = 0;
-  const int versions[] = {3020, 11030, 12000, 12080, 13000};
+  const int versions[] = {3020, 10000, 11030, 12000, 12080, 13000};
   for (size_t v = 0; v < sizeof versions / sizeof *versions; v++)
     for (int ptds = 0; ptds < 2; ptds++)
       for (size_t i = 0; i < NHOOKS; i++) {

@@ -2,6 +2,8 @@
  * injected /proc/meminfo text, the 80% default, an explicit size, a % of
  * MemAvailable, 0, and "off" refused (there is no silent "no limit"). */
 #include <check.h>
+
+#include "vx_check.h"
 #include <errno.h>
 #include <string.h>
 
@@ -75,9 +77,5 @@ int main(void) {
   tcase_add_test(tc, default_is_80_percent);
   tcase_add_test(tc, explicit_values);
   suite_add_tcase(s, tc);
-  SRunner *r = srunner_create(s);
-  srunner_run_all(r, CK_NORMAL);
-  int failed = srunner_ntests_failed(r);
-  srunner_free(r);
-  return failed ? 1 : 0;
+  return vx_check_run(s, 1);
 }

@@ -3,6 +3,8 @@
  * full neighbourhood drops records instead of failing, and threads noting
  * at once lose nothing. */
 #include <check.h>
+
+#include "vx_check.h"
 #include <pthread.h>
 #include <stdint.h>
 
@@ -72,10 +74,5 @@ int main(void) {
   tcase_add_test(tc, threads);
   tcase_add_test(tc, full_table_drops_records);
   suite_add_tcase(s, tc);
-  SRunner *r = srunner_create(s);
-  srunner_set_fork_status(r, CK_NOFORK);
-  srunner_run_all(r, CK_NORMAL);
-  int failed = srunner_ntests_failed(r);
-  srunner_free(r);
-  return failed ? 1 : 0;
+  return vx_check_run(s, 0);
 }

@@ -1,6 +1,8 @@
 /* Unit tests of the VX_* option parsers and loader: every variable with
  * good and bad values, the one-line error, text forms that parse back. */
 #include <check.h>
+
+#include "vx_check.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,9 +297,5 @@ int main(void) {
   tcase_add_test(tc, load);
   tcase_add_test(tc, percent_round_trip);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return vx_check_run(s, 1);
 }

@@ -1,6 +1,8 @@
 /* Unit tests of the allocation registry (chunk index lookups against a
  * brute-force model) and of the saturating per-device counters. */
 #include <check.h>
+
+#include "vx_check.h"
 #include <errno.h>
 #include <stdlib.h>
 
@@ -125,9 +127,5 @@ int main(void) {
   tcase_add_test(tc, random_model);
   tcase_add_test(tc, counters_saturate);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return vx_check_run(s, 1);
 }

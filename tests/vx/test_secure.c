@@ -1,6 +1,8 @@
 /* Unit test of vx_secure_exec() (interpose/secure.c): 0 in an ordinary
  * process, and it agrees with the kernel's AT_SECURE entry read directly. */
 #include <check.h>
+
+#include "vx_check.h"
 #include <elf.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,9 +40,5 @@ int main(void) {
   TCase *tc = tcase_create("at_secure");
   tcase_add_test(tc, ordinary_process_is_not_secure);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return vx_check_run(s, 1);
 }

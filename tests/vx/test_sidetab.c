@@ -1,6 +1,8 @@
 /* Unit tests of the side table (tiers/sidetab.c) when uthash's own
  * allocations fail: -ENOMEM, the table unchanged, never exit(). */
 #include <check.h>
+
+#include "vx_check.h"
 #include <errno.h>
 #include <stdlib.h>
 
@@ -80,9 +82,5 @@ int main(void) {
   tcase_add_test(tc, first_add_table_oom);
   tcase_add_test(tc, expand_oom_keeps_table);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return vx_check_run(s, 1);
 }

@@ -1,0 +1,200 @@
+/* Stream-capture hooks: which captures the application has in progress, so
+ * that vx's own driver calls never invalidate one (capture.h). */
+#include "capture.h"
+
+#include <pthread.h>
+
+#include "vx.h"
+
+// ---- the captures in progress ----
+
+/* Few at a time: a small table under one lock, off the hot path.  A
+ * per-thread default stream is one stream per thread: its key is the
+ * thread as well as the handle. */
+#define CAP_MAX 256
+
+typedef struct cap {
+  CUstream s;
+  pthread_t thr; /* for CU_STREAM_PER_THREAD only */
+} cap_t;
+
+static pthread_mutex_t cap_mu = PTHREAD_MUTEX_INITIALIZER;
+static cap_t caps[CAP_MAX];
+static int ncaps; /* written under cap_mu, read relaxed */
+/* A capture begun while the table was full cannot be told from the others
+ * at its end: from then on vx counts one as active until exit (atomic). */
+static int saturated;
+
+int vx_capture_active(void) {
+  return __atomic_load_n(&ncaps, __ATOMIC_RELAXED) != 0 ||
+         __atomic_load_n(&saturated, __ATOMIC_RELAXED);
+}
+
+static CUstream key_of(CUstream s, int ptsz) {
+  return ptsz && !s ? CU_STREAM_PER_THREAD : s;
+}
+
+static int same(const cap_t *c, CUstream s) {
+  return c->s == s && (s != CU_STREAM_PER_THREAD || pthread_equal(c->thr, pthread_self()));
+}
+
+/* fork: the table's lock is taken before, released in the parent; the
+ * child starts with none (the driver cannot be used across fork, so no
+ * capture of the parent goes on there).  Registered at the first capture. */
+static void cap_prepare(void) {
+  pthread_mutex_lock(&cap_mu);
+}
+static void cap_parent(void) {
+  pthread_mutex_unlock(&cap_mu);
+}
+static void cap_child(void) {
+  pthread_mutex_init(&cap_mu, NULL);
+  __atomic_store_n(&saturated, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&ncaps, 0, __ATOMIC_RELAXED);
+}
+static pthread_once_t cap_once = PTHREAD_ONCE_INIT;
+static void cap_atfork(void) {
+  pthread_atfork(cap_prepare, cap_parent, cap_child);
+}
+
+static void cap_add(CUstream s) {
+  pthread_once(&cap_once, cap_atfork);
+  pthread_mutex_lock(&cap_mu);
+  if (ncaps < CAP_MAX) {
+    caps[ncaps] = (cap_t){.s = s, .thr = pthread_self()};
+    __atomic_store_n(&ncaps, ncaps + 1, __ATOMIC_RELAXED);
+  } else {
+    /* never less careful than the driver: careful until exit */
+    __atomic_store_n(&saturated, 1, __ATOMIC_RELAXED);
+    VX_LOG_ONCE(VX_LOG_WARN,
+                "more than %d stream captures at once: from now on vx defers frees and skips "
+                "movement and spills as if one were always in progress",
+                CAP_MAX);
+  }
+  pthread_mutex_unlock(&cap_mu);
+}
+
+/* The capture on s ended, or failed to end (r: what cuStreamEndCapture
+ * said).  The stream is asked whether it still captures, so that neither
+ * an invalidated capture (ended with an error) leaks nor a refused end
+ * (CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) drops a live one. */
+static void cap_end(CUstream s, CUresult r) {
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult q = VX_CALL(cuStreamIsCapturing, s, &st);
+  int still = q == CUDA_SUCCESS ? st != CU_STREAM_CAPTURE_STATUS_NONE
+                                : r == CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+  if (still) return;
+  pthread_mutex_lock(&cap_mu);
+  int i = 0;
+  while (i < ncaps && !same(&caps[i], s))
+    i++;
+  if (i < ncaps) {
+    int n = ncaps - 1;
+    caps[i] = caps[n];
+    __atomic_store_n(&ncaps, n, __ATOMIC_RELAXED);
+  }
+  /* else: a capture vx never saw begin (begun while vx passed through) */
+  pthread_mutex_unlock(&cap_mu);
+}
+
+// ---- vx's own calls during a capture ----
+
+void vx_capture_relax_begin(vx_capture_relax_t *r) {
+  r->on = 0;
+  if (!vx_capture_active()) return;
+  r->saved = CU_STREAM_CAPTURE_MODE_RELAXED;
+  r->on = VX_CALL(cuThreadExchangeStreamCaptureMode, &r->saved) == CUDA_SUCCESS;
+}
+
+void vx_capture_relax_end(vx_capture_relax_t *r) {
+  if (r->on) VX_CALL(cuThreadExchangeStreamCaptureMode, &r->saved);
+  r->on = 0;
+}
+
+static CUstream safe_stream[VX_MAX_DEVICES]; /* atomic; created once per device */
+
+static CUstream safe_stream_get(void) {
+  int dev;
+  if (vx_current_device(&dev) || dev < 0 || dev >= VX_MAX_DEVICES) return NULL;
+  CUstream s = __atomic_load_n(&safe_stream[dev], __ATOMIC_ACQUIRE), mine = NULL;
+  if (s) return s;
+  if (VX_CALL(cuStreamCreate, &mine, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return NULL;
+  if (__atomic_compare_exchange_n(&safe_stream[dev], &s, mine, 0, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE))
+    return mine;
+  VX_CALL(cuStreamDestroy_v2, mine); /* a racing thread made one first */
+  return s;
+}
+
+CUresult vx_capture_safe_htod(CUdeviceptr dst, const void *src, size_t n) {
+  vx_capture_relax_t rx;
+  vx_capture_relax_begin(&rx);
+  CUstream s = safe_stream_get();
+  CUresult r = s ? VX_CALL(cuMemcpyHtoDAsync_v2, dst, src, n, s) : CUDA_ERROR_OUT_OF_MEMORY;
+  if (r == CUDA_SUCCESS) r = VX_CALL(cuStreamSynchronize, s);
+  vx_capture_relax_end(&rx);
+  return r;
+}
+
+// ---- hooks ----
+
+/* Every mode counts: cuCtxSynchronize and the legacy stream conflict with
+ * a relaxed capture too, so vx's rule does not depend on the mode. */
+static CUresult began(int on, CUresult r, CUstream s, int ptsz) {
+  if (on && r == CUDA_SUCCESS) cap_add(key_of(s, ptsz));
+  return r;
+}
+
+CUresult cuStreamBeginCapture(CUstream hStream) {
+  VX_ENTER(on);
+  return began(on, VX_CALL(cuStreamBeginCapture, hStream), hStream, 0);
+}
+
+CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
+  VX_ENTER(on);
+  return began(on, VX_CALL(cuStreamBeginCapture_ptsz, hStream), hStream, 1);
+}
+
+CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
+  VX_ENTER(on);
+  return began(on, VX_CALL(cuStreamBeginCapture_v2, hStream, mode), hStream, 0);
+}
+
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
+  VX_ENTER(on);
+  return began(on, VX_CALL(cuStreamBeginCapture_v2_ptsz, hStream, mode), hStream, 1);
+}
+
+CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
+                                     const CUgraphNode *dependencies,
+                                     const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                     CUstreamCaptureMode mode) {
+  VX_ENTER(on);
+  CUresult r = VX_CALL(cuStreamBeginCaptureToGraph, hStream, hGraph, dependencies, dependencyData,
+                       numDependencies, mode);
+  return began(on, r, hStream, 0);
+}
+
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+                                          const CUgraphNode *dependencies,
+                                          const CUgraphEdgeData *dependencyData,
+                                          size_t numDependencies, CUstreamCaptureMode mode) {
+  VX_ENTER(on);
+  CUresult r = VX_CALL(cuStreamBeginCaptureToGraph_ptsz, hStream, hGraph, dependencies,
+                       dependencyData, numDependencies, mode);
+  return began(on, r, hStream, 1);
+}
+
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
+  VX_ENTER(on);
+  CUresult r = VX_CALL(cuStreamEndCapture, hStream, phGraph);
+  if (on) cap_end(key_of(hStream, 0), r);
+  return r;
+}
+
+CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) {
+  VX_ENTER(on);
+  CUresult r = VX_CALL(cuStreamEndCapture_ptsz, hStream, phGraph);
+  if (on) cap_end(key_of(hStream, 1), r);
+  return r;
+}

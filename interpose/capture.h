@@ -1,0 +1,34 @@
+/* What vx knows of the application's stream captures, so that it makes no
+ * driver call a capture forbids (cuda.h, cuThreadExchangeStreamCaptureMode). */
+#ifndef VX_INTERPOSE_CAPTURE_H
+#define VX_INTERPOSE_CAPTURE_H
+
+#include <cuda.h>
+#include <stddef.h>
+
+/* 1 while a capture the application began (any mode, any thread) may
+ * still be in progress, else 0.  One relaxed load.  While it is 1 vx
+ * defers its frees and drains, skips optional movement and does not
+ * spill: synchronising a context (cuCtxSynchronize, cuMemFree) or using the
+ * legacy stream is illegal during a capture in every mode. */
+int vx_capture_active(void);
+
+/* Brackets vx's own "potentially unsafe" calls that must be made while a
+ * capture may be active (advice on memory the application asked for,
+ * pinned bounce buffers): the calling thread is switched to relaxed mode
+ * (the documented tool) and back.  Nothing happens when no capture is
+ * active.  The calls bracketed must still not synchronise a context or
+ * use the legacy stream. */
+typedef struct vx_capture_relax {
+  int on;
+  CUstreamCaptureMode saved;
+} vx_capture_relax_t;
+void vx_capture_relax_begin(vx_capture_relax_t *r);
+void vx_capture_relax_end(vx_capture_relax_t *r);
+
+/* A host-to-device copy legal during a capture: relaxed mode, an async copy
+ * on vx's own non-blocking stream of the current device, then a wait for
+ * that stream only.  CUresult of the first failing call. */
+CUresult vx_capture_safe_htod(CUdeviceptr dst, const void *src, size_t n);
+
+#endif

@@ -3,17 +3,19 @@
 # oversubscription through all policies and checks vx's predictor against the
 # targets: on every training and inference workload, `predict` beats `deepum`
 # on total time and captures >= 90% of the oracle's gain over `demand`.
+# Then live: p_train under libvx on the simulated driver, predict against
+# demand at its targets (80%, and 72% with VX_PREFETCH_DISTANCE=4).
 #
 #   scripts/bench-predictor.sh            (builds build/vx if needed)
 #   VX_BUILD=build-x scripts/bench-predictor.sh
 # Exit status 0 when the targets hold, 1 when one does not, 2 on a failure.
-set -euo pipefail
+set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${VX_BUILD:-$root/build}
 if [ ! -x "$build/vx" ]; then
   [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" >/dev/null
 fi
-cmake --build "$build" --target vx-cli -j2 >/dev/null || { echo "bench-predictor: build failed"; exit 2; }
+cmake --build "$build" --target vx-cli vx simcuda p_train -j2 >/dev/null || { echo "bench-predictor: build failed"; exit 2; }
 
 workloads="transformer-train transformer-infer cnn moe two-stream"
 targeted="transformer-train transformer-infer cnn" # training and inference loops
@@ -58,3 +60,16 @@ awk -v targeted="$targeted" -v elapsed="$elapsed" '
            n, elapsed, targeted, fails ? "NOT MET (" fails " missed)" : "met"
     exit fails ? 1 : 0
   }' "$tmp"
+offline=$?
+
+# Live: p_train under libvx on the simulated driver (2.5x the device), the
+# ratios against demand judged at their targets (tests/predict/README.md).
+echo
+echo "live: p_train (SIMCUDA_VRAM=64M VX_RESERVE=0 VX_DEVICE_LIMIT=8M), targets predict <= 80%, distance 4 <= 72% of demand's time"
+SIMCUDA_VRAM=64M VX_RESERVE=0 VX_DEVICE_LIMIT=8M P_ITERS=5 \
+  LD_LIBRARY_PATH="$build/tests/simcuda" P_PRELOAD="$build/libvx.so" \
+  P_PREDICT_PCT=80 P_PREDICT4_PCT=72 sh "$root/tests/predict/ratios.sh" "$build/tests/predict/p_train" |
+  grep -E "total_ns/demand|FAIL|ok"
+live=${PIPESTATUS[0]}
+echo "live targets: $([ "$live" = 0 ] && echo met || echo "NOT MET")"
+[ "$offline" = 0 ] && [ "$live" = 0 ]

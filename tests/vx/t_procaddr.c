@@ -45,6 +45,11 @@ int main(void) {
         CUresult hr = hook(hooks[i].base, &hp, versions[v], flags, &hs);
         VXT_ASSERT(rr == hr && rs == hs, "%s@%d: status differs", hooks[i].base, versions[v]);
         if (rr != CUDA_SUCCESS) continue;
+        if (!rp) { /* the driver has no such variant: neither has vx */
+          VXT_ASSERT(!hp, "%s@%d ptds=%d: vx gave %p where the driver gave none", hooks[i].base,
+                     versions[v], ptds, hp);
+          continue;
+        }
         void *want = rp;
         for (size_t k = 0; k < NHOOKS; k++) /* the exact variant the driver gave */
           if (hooks[k].cu && dlsym(cuda, hooks[k].name) == rp) {

@@ -93,8 +93,8 @@ static int start_locked(void) {
     return 2;
   }
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-  move_probe(); /* what an older driver lacks, one line each */
-  spill_init(); /* the NVMe tier; off (said why) or on, never fatal */
+  move_probe();       /* what an older driver lacks, one line each */
+  spill_init();       /* the NVMe tier; off (said why) or on, never fatal */
   budget_host_init(); /* VX_HOST_MAX from MemAvailable at start-up */
   exec_init();
   vx_set_launch_observer(vx_launch_predict);

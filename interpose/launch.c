@@ -27,7 +27,8 @@ static CUstream launch_stream(const vx_launch_t *l) {
  * counts as capturing: vx then enqueues nothing. */
 static int capturing(CUstream s) {
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-  return VX_CALL(cuStreamIsCapturing, s, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE;
+  return VX_CALL(cuStreamIsCapturing, s, &st) != CUDA_SUCCESS ||
+         st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 static CUresult resident_set(const obs_set_t *s, CUstream st) {
@@ -75,8 +76,8 @@ static uint32_t ranges_of(const obs_set_t *s, pol_range_t *r, int nonnative_only
     if ((nonnative_only && a->tier == VX_TIER_NATIVE) || !a->id) continue;
     uint32_t first = (uint32_t)((s->lo[i] - a->base) >> VX_CHUNK_SHIFT);
     uint32_t last = (uint32_t)((a->size - 1) >> VX_CHUNK_SHIFT);
-    r[n++] = (pol_range_t){.alloc_id = a->id, .first = first, .count = last - first + 1,
-                           .mode = POL_ACCESS_UNKNOWN};
+    r[n++] = (pol_range_t){
+        .alloc_id = a->id, .first = first, .count = last - first + 1, .mode = POL_ACCESS_UNKNOWN};
     if (*dev < 0) *dev = a->dev;
   }
   return n;
@@ -119,8 +120,9 @@ static CUresult predict_vals(const vx_launch_t *l, const CUdeviceptr *vals, int 
 static __attribute__((noinline)) CUresult launch_unseen(const vx_launch_t *l) {
   if (capturing(launch_stream(l))) return CUDA_SUCCESS;
   ctr_add(vx_tls_dev, VX_CTR_launches_unseen, 1);
-  VX_LOG_ONCE(VX_LOG_INFO, "a %s whose pointer arguments vx cannot learn: not predicted "
-                           "(counted in launches_unseen)",
+  VX_LOG_ONCE(VX_LOG_INFO,
+              "a %s whose pointer arguments vx cannot learn: not predicted "
+              "(counted in launches_unseen)",
               l->graph ? "graph launch" : "kernel launch");
   return spill_armed() ? spill_unseen_launch() : CUDA_SUCCESS;
 }
@@ -133,7 +135,8 @@ static __attribute__((noinline)) CUresult predict_graph(const vx_launch_t *l) {
 }
 
 CUresult vx_launch_predict(const vx_launch_t *l) {
-  if (!exec_planning() && !trace_rec_on() && !spill_armed()) return CUDA_SUCCESS; /* demand, static */
+  if (!exec_planning() && !trace_rec_on() && !spill_armed())
+    return CUDA_SUCCESS; /* demand, static */
   if (l->graph) return predict_graph(l);
   CUdeviceptr vals[OBS_MAX_VALS];
   int nv = obs_values(l->f, l->params, l->extra, vals, OBS_MAX_VALS);

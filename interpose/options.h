@@ -59,7 +59,8 @@ enum vx_choice_seq {
 };
 enum vx_choice {
 #define VX_CHOICES(opt)
-#define VX_CHOICE(opt, id, text) VX_##opt##_##id = VX_CHOICE_SEQ_##opt##_##id - VX_CHOICE_SEQ_##opt - 1,
+#define VX_CHOICE(opt, id, text)                                                                   \
+  VX_##opt##_##id = VX_CHOICE_SEQ_##opt##_##id - VX_CHOICE_SEQ_##opt - 1,
 #include "choices.def"
 #undef VX_CHOICES
 #undef VX_CHOICE

@@ -48,7 +48,7 @@ typedef struct ex_side {
 typedef struct ex_dev {
   pthread_mutex_t lock;
   pol_t *pol;
-  int failed; /* pol_create failed: no plans on this device */
+  int failed;   /* pol_create failed: no plans on this device */
   uint32_t seq; /* AHEAD batches planned */
   ex_alloc_t *by_id;
   ex_side_t *side; /* atomic; created on first use */
@@ -64,8 +64,8 @@ typedef struct ex_op {
   uint32_t seq; /* AHEAD: its batch */
 } ex_op_t;
 
-static ex_dev_t ex_dev[VX_MAX_DEVICES] = {[0 ... VX_MAX_DEVICES - 1] = {
-                                              .lock = PTHREAD_MUTEX_INITIALIZER}};
+static ex_dev_t ex_dev[VX_MAX_DEVICES] = {
+    [0 ... VX_MAX_DEVICES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 static int ex_planning; /* VX_POLICY=predict */
 
 static uint64_t ex_now(void) {
@@ -176,7 +176,8 @@ void exec_free(const vx_alloc_info_t *a) {
 // ---- planning (under the device lock) ----
 
 static void mark(ex_alloc_t *e, uint32_t first, uint32_t count, uint32_t seq) {
-  for (uint32_t i = first; i < first + count && i < e->nchunks; i++) e->ahead[i] = seq;
+  for (uint32_t i = first; i < first + count && i < e->nchunks; i++)
+    e->ahead[i] = seq;
 }
 
 /* Seq wrap-around compare: a is later than b. */
@@ -213,8 +214,12 @@ static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uin
     size_t off = (size_t)a->index << VX_CHUNK_SHIFT;
     if (off >= e->size && a->op != POL_OP_ADVISE_READ_MOSTLY) continue;
     ex_op_t *o = &ops[n++];
-    *o = (ex_op_t){.id = a->alloc_id, .first = a->index, .count = a->count, .op = a->op,
-                   .when = a->when, .tier = a->tier};
+    *o = (ex_op_t){.id = a->alloc_id,
+                   .first = a->index,
+                   .count = a->count,
+                   .op = a->op,
+                   .when = a->when,
+                   .tier = a->tier};
     o->p = e->base + (a->op == POL_OP_ADVISE_READ_MOSTLY ? 0 : off);
     o->n = a->op == POL_OP_ADVISE_READ_MOSTLY ? e->size : e->size - off;
     if (a->op != POL_OP_ADVISE_READ_MOSTLY && o->n > ((size_t)a->count << VX_CHUNK_SHIFT))
@@ -222,7 +227,8 @@ static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uin
     if (a->op == POL_OP_PREFETCH && a->when == POL_REQUIRED) *missed += a->count;
     seq = 0;
     if (a->op == POL_OP_PREFETCH && a->when == POL_AHEAD)
-      while (!(seq = ++d->seq)) { /* 0 means none */ }
+      while (!(seq = ++d->seq)) { /* 0 means none */
+      }
     if (a->op == POL_OP_PREFETCH) mark(e, a->index, a->count, a->when == POL_AHEAD ? seq : 0);
     if (a->op == POL_OP_EVICT) mark(e, a->index, a->count, 0);
     o->seq = seq;
@@ -367,7 +373,8 @@ static int order_after(CUstream after, const CUstream *to, int n) {
   CUevent ev;
   if (VX_CALL(cuEventCreate, &ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return -1;
   CUresult r = VX_CALL(cuEventRecord, ev, after);
-  for (int i = 0; i < n && r == CUDA_SUCCESS; i++) r = VX_CALL(cuStreamWaitEvent, to[i], ev, 0);
+  for (int i = 0; i < n && r == CUDA_SUCCESS; i++)
+    r = VX_CALL(cuStreamWaitEvent, to[i], ev, 0);
   VX_CALL(cuEventDestroy_v2, ev); /* released once the waits are satisfied */
   return r == CUDA_SUCCESS ? 0 : -1;
 }
@@ -416,7 +423,8 @@ static void mark_failed(ex_op_t *ops, int n) {
  * exec_launch) for the AHEAD batch its chunks came with. */
 static void run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s) {
   int req = 0;
-  while (req < n && ops[req].when == POL_REQUIRED) req++;
+  while (req < n && ops[req].when == POL_REQUIRED)
+    req++;
   ex_side_t *x = side_after(d, s);
   if (!x) {
     mark_failed(ops, n);
@@ -430,7 +438,8 @@ static void run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s) {
   }
   if (req == n) return;
   int evicts = 0;
-  for (int i = req; i < n; i++) evicts |= ops[i].op == POL_OP_EVICT;
+  for (int i = req; i < n; i++)
+    evicts |= ops[i].op == POL_OP_EVICT;
   if (evicts) { /* the room first, on the way down; then the way up */
     issue_only(ops + req, n - req, dev, x->down, 1);
     if (order_after(x->down, &x->up, 1)) {
@@ -459,8 +468,11 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
   pol_action_t acts[EX_PLAN_CAP];
   ex_op_t ops[EX_PLAN_CAP];
   pol_plan_t plan = {.actions = acts, .cap = EX_PLAN_CAP};
-  pol_launch_t l = {.kernel = kernel, .stream = (uint64_t)(uintptr_t)stream, .now = ex_now(),
-                    .ranges = ranges, .nranges = n};
+  pol_launch_t l = {.kernel = kernel,
+                    .stream = (uint64_t)(uintptr_t)stream,
+                    .now = ex_now(),
+                    .ranges = ranges,
+                    .nranges = n};
   uint64_t missed = 0, hits = 0;
   uint32_t wait = 0;
   int nops = 0;
@@ -485,12 +497,14 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
 // ---- fork ----
 
 void exec_atfork_prepare(void) {
-  for (int i = 0; i < VX_MAX_DEVICES; i++) pthread_mutex_lock(&ex_dev[i].lock);
+  for (int i = 0; i < VX_MAX_DEVICES; i++)
+    pthread_mutex_lock(&ex_dev[i].lock);
   trace_rec_atfork_prepare();
 }
 void exec_atfork_parent(void) {
   trace_rec_atfork_parent();
-  for (int i = VX_MAX_DEVICES - 1; i >= 0; i--) pthread_mutex_unlock(&ex_dev[i].lock);
+  for (int i = VX_MAX_DEVICES - 1; i >= 0; i--)
+    pthread_mutex_unlock(&ex_dev[i].lock);
 }
 void exec_atfork_child(void) {
   trace_rec_atfork_child();

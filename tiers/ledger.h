@@ -45,12 +45,11 @@ typedef struct ledger_entry {
 
 /* Opens (creating if needed) the ledger named by `key` (at most 64
  * characters of [A-Za-z0-9_-], e.g. a device UUID; a bad key gives a private
- * ledger and a warning) and takes a slot for this process.  `device_capacity` is the most bytes all processes
- * together may reserve through this handle (the caller's physical VRAM minus
- * its reserve).  Returns a handle, or NULL only when memory for the handle
- * itself cannot be had (err says why).  When the shared segment cannot be
- * used (foreign owner or mode, bad layout, table full, shm unavailable) a
- * private ledger is returned and `err` holds a one-line warning the caller
+ * ledger and a warning) and takes a slot for this process.  `device_capacity` is the most bytes all
+ * processes together may reserve through this handle (the caller's physical VRAM minus its
+ * reserve).  Returns a handle, or NULL only when memory for the handle itself cannot be had (err
+ * says why).  When the shared segment cannot be used (foreign owner or mode, bad layout, table
+ * full, shm unavailable) a private ledger is returned and `err` holds a one-line warning the caller
  * prints once; otherwise err[0] == '\0'.  err may be NULL when n == 0. */
 vx_ledger_t *ledger_open_key(const char *key, uint64_t device_capacity, char *err, size_t n);
 

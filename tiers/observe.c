@@ -139,8 +139,7 @@ static obs_fn_t *fn_insert(CUfunction f) {
   unsigned s = fn_slot(f);
   for (int i = 0; i < OBS_FN_PROBE; i++) {
     obs_fn_t **slot = &fn_tab[(s + i) & (OBS_FN_SLOTS - 1)], *cur = NULL;
-    if (__atomic_compare_exchange_n(slot, &cur, e, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-      return e;
+    if (__atomic_compare_exchange_n(slot, &cur, e, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return e;
     if (cur->f == f) { /* another thread won */
       free(e);
       return cur;
@@ -165,7 +164,8 @@ static int scan_extra(void **extra, CUdeviceptr *vals, int cap) {
     if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1]) len = *(size_t *)extra[i + 1];
   }
   int n = 0;
-  for (size_t off = 0; buf && off + 8 <= len && n < cap; off += 8) memcpy(&vals[n++], buf + off, 8);
+  for (size_t off = 0; buf && off + 8 <= len && n < cap; off += 8)
+    memcpy(&vals[n++], buf + off, 8);
   return n;
 }
 
@@ -180,7 +180,8 @@ int obs_values(CUfunction f, void **params, void **extra, CUdeviceptr *vals, int
   int n = 0;
   for (int i = 0; i < e->np && n < cap; i++) {
     const unsigned char *p = params[e->idx[i]];
-    for (unsigned w = 0; p && w < e->words[i] && n < cap; w++) memcpy(&vals[n++], p + 8 * w, 8);
+    for (unsigned w = 0; p && w < e->words[i] && n < cap; w++)
+      memcpy(&vals[n++], p + 8 * w, 8);
   }
   return n;
 }
@@ -189,7 +190,8 @@ int obs_values(CUfunction f, void **params, void **extra, CUdeviceptr *vals, int
 
 uint64_t obs_hash_name(const char *name) {
   uint64_t h = 0xcbf29ce484222325ull;
-  for (; *name; name++) h = (h ^ (unsigned char)*name) * 0x100000001b3ull;
+  for (; *name; name++)
+    h = (h ^ (unsigned char)*name) * 0x100000001b3ull;
   return h ? h : 1;
 }
 
@@ -268,7 +270,8 @@ static void filter_step(uint16_t *c, int add) {
 void obs_mark(CUdeviceptr base, size_t size, int add) {
   if (!size) return;
   uint64_t first = base >> VX_CHUNK_SHIFT, last = (base + size - 1) >> VX_CHUNK_SHIFT;
-  for (uint64_t k = first; k <= last; k++) filter_step(&filter[filter_slot(k)], add);
+  for (uint64_t k = first; k <= last; k++)
+    filter_step(&filter[filter_slot(k)], add);
 }
 
 int obs_maybe_nonnative(const CUdeviceptr *vals, int n) {

@@ -8,9 +8,9 @@
 
 #include "registry.h"
 
-#define OBS_MAX_VALS 256   /* 8-byte words examined per kernel launch (more are ignored) */
+#define OBS_MAX_VALS 256    /* 8-byte words examined per kernel launch (more are ignored) */
 #define OBS_GRAPH_VALS 1024 /* ... per graph launch */
-#define OBS_MAX_ALLOCS 64  /* distinct allocations one observation holds */
+#define OBS_MAX_ALLOCS 64   /* distinct allocations one observation holds */
 
 /* The distinct allocations a launch reaches: a[i] with lo[i], the lowest
  * argument pointing into it.  `nonnative` counts those not in native memory

@@ -17,9 +17,9 @@
 #define TR_BUF (1u << 20)
 
 static pthread_mutex_t tr_lock = PTHREAD_MUTEX_INITIALIZER;
-static int tr_on;     /* atomic: recording */
+static int tr_on; /* atomic: recording */
 static int tr_fd = -1;
-static int tr_ndev;   /* devices in the header; 0 until it is written */
+static int tr_ndev; /* devices in the header; 0 until it is written */
 static unsigned char *tr_buf;
 static size_t tr_len;
 
@@ -62,7 +62,8 @@ static int write_all_locked(const void *p, size_t n, off_t at) {
 static void header_locked(pol_trace_header_t *h) {
   h->device_count = (uint32_t)tr_ndev;
   h->chunk_size = 1ull << VX_CHUNK_SHIFT;
-  for (int d = 0; d < tr_ndev; d++) h->capacity[d] = exec_capacity(d);
+  for (int d = 0; d < tr_ndev; d++)
+    h->capacity[d] = exec_capacity(d);
 }
 
 /* Writes the buffer; on an I/O error recording stops (said once). */
@@ -111,8 +112,12 @@ static void record(pol_trace_rec_t *r) {
 }
 
 void trace_rec_alloc(int dev, uint64_t id, uint64_t addr, uint64_t size, uint32_t flags) {
-  pol_trace_rec_t r = {.type = POL_TREC_ALLOC, .device = (uint32_t)dev, .alloc_id = id,
-                       .addr = addr, .size = size, .flags = flags};
+  pol_trace_rec_t r = {.type = POL_TREC_ALLOC,
+                       .device = (uint32_t)dev,
+                       .alloc_id = id,
+                       .addr = addr,
+                       .size = size,
+                       .flags = flags};
   record(&r);
 }
 
@@ -123,8 +128,12 @@ void trace_rec_free(int dev, uint64_t id) {
 
 void trace_rec_launch(int dev, uint64_t kernel, uint64_t stream, const pol_range_t *rg,
                       uint32_t n) {
-  pol_trace_rec_t r = {.type = POL_TREC_LAUNCH, .device = (uint32_t)dev, .kernel = kernel,
-                       .stream = stream, .nranges = n, .ranges = (pol_range_t *)rg};
+  pol_trace_rec_t r = {.type = POL_TREC_LAUNCH,
+                       .device = (uint32_t)dev,
+                       .kernel = kernel,
+                       .stream = stream,
+                       .nranges = n,
+                       .ranges = (pol_range_t *)rg};
   record(&r);
 }
 

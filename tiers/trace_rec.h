@@ -18,8 +18,7 @@ int trace_rec_on(void);
  * flags: 1 = native (not movable), as in TRACE.md. */
 void trace_rec_alloc(int dev, uint64_t id, uint64_t addr, uint64_t size, uint32_t flags);
 void trace_rec_free(int dev, uint64_t id);
-void trace_rec_launch(int dev, uint64_t kernel, uint64_t stream, const pol_range_t *r,
-                      uint32_t n);
+void trace_rec_launch(int dev, uint64_t kernel, uint64_t stream, const pol_range_t *r, uint32_t n);
 
 /* Writes what is buffered, the final per-device capacities into the header,
  * and closes the file; recording stops.  Safe to call twice. */

@@ -124,4 +124,3 @@ int vx_cmd_top(int argc, char **argv) {
   if (once) count = 1;
   return loop(interval, count, !once && isatty(STDOUT_FILENO), (pid_t)pid);
 }
-

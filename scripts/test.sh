@@ -33,6 +33,9 @@ run_pass() { # name builddir ctest-args... -- cmake-args...
     || { echo "vx: tests failed ($name)"; return 1; }
 }
 
+# Production sources are clang-formatted (STYLE.md); a difference fails the run.
+echo "==== vx test pass: format (clang-format)"
+bash scripts/format.sh --check || status=1
 mkdir -p build
 run_pass plain build -- || status=1
 if [ "${VX_TEST_QUICK:-0}" != 1 ]; then

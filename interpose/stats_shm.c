@@ -2,6 +2,8 @@
  * Writer (create, heartbeat, destroy) for libvx; validating reader for tools. */
 #include "stats_shm.h"
 
+#include "thread.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -285,14 +287,10 @@ int vx_stats_shm_publish(const void *live, int ndev) {
   pthread_cond_init(&p_cv, &ca);
   pthread_condattr_destroy(&ca);
   p_live = live, p_dst = dst, p_n = (size_t)ndev * VX_STATS_NCOUNTERS, p_stop = 0;
-  sigset_t all, old; /* the thread takes none of the application's signals */
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &old);
-  int rc = pthread_create(&p_thread, NULL, publish_main, NULL);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  int rc = vx_thread_start(&p_thread, publish_main, NULL);
   if (rc) {
     vx_stats_shm_destroy();
-    return -rc;
+    return rc;
   }
   p_running = 1;
   atexit(vx_stats_shm_destroy);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "ctr.h"
+#include "thread.h"
 #include "vx.h"
 
 static pthread_mutex_t tl_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -88,14 +89,10 @@ static void *sampler(void *arg) {
 
 /* Returns 0 or -errno.  Caller holds tl_lock. */
 static int start_locked(void) {
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &old); /* the thread inherits the mask */
   tl_stop = 0;
-  int rc = pthread_create(&tl_thread, NULL, sampler, NULL);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  int rc = vx_thread_start(&tl_thread, sampler, NULL);
   tl_running = rc == 0;
-  return -rc;
+  return rc;
 }
 
 static void init_cond(void) {

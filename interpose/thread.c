@@ -1,0 +1,45 @@
+/* vx_thread_start: a thread of vx's that is running its own code by the
+ * time the call returns, with every signal blocked. */
+#include "thread.h"
+
+#include <errno.h>
+#include <signal.h>
+
+struct start {
+  void *(*fn)(void *);
+  void *arg;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int running;
+};
+
+static void *trampoline(void *p) {
+  struct start *s = p; /* on the creator's stack: read it before saying so */
+  void *(*fn)(void *) = s->fn;
+  void *arg = s->arg;
+  pthread_mutex_lock(&s->mu);
+  s->running = 1;
+  pthread_cond_signal(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  return fn(arg);
+}
+
+int vx_thread_start(pthread_t *t, void *(*fn)(void *), void *arg) {
+  struct start s = {.fn = fn, .arg = arg, .running = 0};
+  pthread_mutex_init(&s.mu, NULL);
+  pthread_cond_init(&s.cv, NULL);
+  sigset_t all, old; /* the thread inherits the mask */
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  int rc = pthread_create(t, NULL, trampoline, &s);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc == 0) {
+    pthread_mutex_lock(&s.mu);
+    while (!s.running)
+      pthread_cond_wait(&s.cv, &s.mu);
+    pthread_mutex_unlock(&s.mu);
+  }
+  pthread_cond_destroy(&s.cv);
+  pthread_mutex_destroy(&s.mu);
+  return -rc;
+}

@@ -51,18 +51,3 @@ void vx_counters_print_one(const vx_counters_t *c, int json, int all, vx_out_fn 
     out(arg, line);
   }
 }
-
-void vx_counters_print(const vx_counters_t *per_dev, int ndev, int json, vx_out_fn out, void *arg) {
-  char head[64];
-  if (json) out(arg, "[");
-  for (int d = 0; d < ndev; d++) {
-    if (json)
-      snprintf(head, sizeof head, "%s{\"device\":%d,", d ? "," : "", d);
-    else
-      snprintf(head, sizeof head, "device %d:\n", d);
-    out(arg, head);
-    vx_counters_print_one(&per_dev[d], json, 0, out, arg);
-    if (json) out(arg, "}");
-  }
-  if (json) out(arg, "]");
-}

@@ -36,7 +36,5 @@ typedef void (*vx_out_fn)(void *arg, const char *text);
 /* One device's counters: JSON members `"name":value,...` (no braces), or
  * text lines "  name  value\n" (zero SUM counters skipped unless all=1). */
 void vx_counters_print_one(const vx_counters_t *c, int json, int all, vx_out_fn out, void *arg);
-/* Every device: JSON `[{"device":0,...},...]` or text blocks "device N:". */
-void vx_counters_print(const vx_counters_t *per_dev, int ndev, int json, vx_out_fn out, void *arg);
 
 #endif

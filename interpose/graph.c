@@ -13,7 +13,7 @@
 
 #define GRAPH_MAX_VALS OBS_GRAPH_VALS
 
-/* Where one kernel node's values lie in vals (entry-points helper): what
+/* Where one kernel node's values lie in vals: what
  * cuGraphExecKernelNodeSetParams and cuGraphExecUpdate replace. */
 typedef struct gx_seg {
   CUgraphNode node, alt; /* the instantiated graph's node; alt: an update's */
@@ -174,7 +174,7 @@ void graph_atfork_child(void) {
   pthread_mutex_init(&gx_lock, NULL);
 }
 
-// ---- exec-graph changes (entry-points helper): what vx collected follows ----
+// ---- exec-graph changes: what vx collected follows ----
 
 void graph_remember(CUgraphExec e, CUgraph g) {
   remember(e, g);

@@ -20,9 +20,6 @@ static int hook_ok(int id) {
   return id >= 0 && id < VX_HOOK_COUNT;
 }
 
-const char *vx_hook_name(int id) {
-  return hook_ok(id) ? hook_table[id].name : NULL;
-}
 int vx_hook_family(int id) {
   return hook_ok(id) ? hook_table[id].family : -1;
 }

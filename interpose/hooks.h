@@ -9,7 +9,7 @@
 /* cuda.h renames cuGetProcAddress to its _v2; vx hooks both under their
  * real names, so the macro must not rewrite ours. */
 #undef cuGetProcAddress
-/* Likewise the v1 names cuda.h renames to their _v2 (entry-points helper):
+/* Likewise the v1 names cuda.h renames to their _v2:
  * vx hooks each variant under its exact name. */
 #undef cuMemPrefetchAsync
 #undef cuMemcpyBatchAsync
@@ -101,7 +101,6 @@ void *vx_real_cuda_handle(void);
 void *vx_real_nvml_handle(void);
 
 /* Static facts about each hook. */
-const char *vx_hook_name(int id);
 int vx_hook_family(int id);
 void *vx_hook_fn(int id);
 /* Id of the hook exported under exactly `name`, or -1. */

@@ -13,12 +13,9 @@
 #include "registry.h"
 #include "secure.h"
 #include "spill.h"
+#include "stats_shm.h"
 #include "timeline.h"
 #include "vx.h"
-#if __has_include("stats_shm.h")
-#include "stats_shm.h"
-#define VX_HAVE_STATS_SHM 1
-#endif
 
 int vx_state;
 vx_options_t vx_opt;
@@ -99,9 +96,7 @@ static int start_locked(void) {
   exec_init();
   vx_set_launch_observer(vx_launch_predict);
   timeline_init(); /* VX_REPORT: the sampler thread */
-#ifdef VX_HAVE_STATS_SHM
   if (vx_opt.STATS) vx_stats_shm_publish(vx_ctr, VX_MAX_DEVICES);
-#endif
   vx_log(VX_LOG_INFO, "active (policy %d, report memory %d)", vx_opt.POLICY, vx_opt.REPORT_MEMORY);
   return 1;
 }
@@ -121,7 +116,6 @@ int vx_start(void) {
 }
 
 void vx_stats_limits_changed(void) {
-#ifdef VX_HAVE_STATS_SHM
   static uint64_t limits[VX_MAX_DEVICES][VX_LIMIT_COUNT];
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
   if (!vx_opt.STATS) return;
@@ -133,7 +127,6 @@ void vx_stats_limits_changed(void) {
   }
   vx_stats_shm_set_limits(&limits[0][0]);
   pthread_mutex_unlock(&lock);
-#endif
 }
 
 int vx_current_device(int *dev) {

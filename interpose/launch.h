@@ -36,7 +36,7 @@ CUresult vx_launch_predict(const vx_launch_t *launch);
  * see it instantiated, or it holds a node vx cannot read (a kernel node
  * without a layout, a copy, set, child or conditional node). */
 int graph_values(CUgraphExec e, CUdeviceptr *vals, int cap, uint64_t *kernel);
-/* graph.c (entry-points helper): exec e was instantiated from g (another
+/* graph.c: exec e was instantiated from g (another
  * instantiate form); node's parameters in e are now p; e was updated from g
  * (cuGraphExecUpdate).  What graph_values returns follows each change. */
 void graph_remember(CUgraphExec e, CUgraph g);

@@ -226,10 +226,3 @@ void pol_get_stats(const pol_t *p, pol_stats_t *out) {
   *out = p->st;
   out->resident = p->used;
 }
-
-uint64_t pol_chunk_size(const pol_t *p) {
-  return p->cfg.chunk_size;
-}
-uint64_t pol_capacity_chunks(const pol_t *p) {
-  return p->cap_chunks;
-}

@@ -11,9 +11,10 @@ extern "C" {
 #endif
 
 /* A pol_t is one device's policy.  It is not thread-safe: the caller
- * serialises every call on one pol_t (libvx holds its registry lock, the replay
- * tool is single-threaded).  Time is whatever monotonic nanoseconds the caller
- * passes as `now`; the policy never reads a clock.
+ * serialises every call on one pol_t (libvx holds the device's policy lock,
+ * ex_dev_t.lock in tiers/exec.c; the replay tool is single-threaded).  Time
+ * is whatever monotonic nanoseconds the caller passes as `now`; the policy
+ * never reads a clock.
  *
  * Chunks are named (alloc_id, index): index i covers bytes
  * [i*chunk_size, (i+1)*chunk_size) of the allocation.  Addresses matter only to
@@ -194,10 +195,6 @@ typedef struct pol_stats {
 
 /* Copies the counters.  Never fails. */
 void pol_get_stats(const pol_t *p, pol_stats_t *out);
-
-/* Chunk size in bytes; capacity in chunks. */
-uint64_t pol_chunk_size(const pol_t *p);
-uint64_t pol_capacity_chunks(const pol_t *p);
 
 #ifdef __cplusplus
 }

@@ -228,11 +228,6 @@ int budget_device_init(int dev, uint64_t physical, const vx_options_t *o) {
   return 0;
 }
 
-int budget_settled(int dev) {
-  struct budget *b = budget_of(dev);
-  return b && __atomic_load_n(&b->settled, __ATOMIC_ACQUIRE);
-}
-
 int budget_managed_ok(int dev) {
   return !budget_ready(dev) || budgets[dev].managed_ok;
 }
@@ -379,10 +374,6 @@ int budget_host_try_commit(uint64_t n) {
 
 void budget_host_uncommit(uint64_t n) {
   sub_sat(&host_committed, n);
-}
-
-uint64_t budget_host_committed(void) {
-  return __atomic_load_n(&host_committed, __ATOMIC_RELAXED);
 }
 
 void budget_atfork_prepare(void) {

@@ -11,8 +11,9 @@
 
 /* Sets up device `dev` once: its physical size (from `physical` when
  * non-zero, else the real cuDeviceTotalMem_v2), its limit from o (settled
- * from the real cuMemGetInfo_v2 once a context of dev is current, see
- * budget_settled), its concurrent-managed-access capability, and its
+ * from the real cuMemGetInfo_v2 by the first budget_device_init() made while
+ * a context of dev is current: the first vx allocation or memory query there;
+ * provisional before), its concurrent-managed-access capability, and its
  * ledger (o->LEDGER): "uuid" opens the ledger keyed by the device's UUID
  * (the real cuDeviceGetUuid_v2), NAME opens NAME-<dev>, "off" none.  The
  * ledger's capacity is physical minus VX_RESERVE (or this process's limit,
@@ -40,14 +41,8 @@ void budget_charge(int dev, uint64_t n);
 /* Returns n bytes (saturating at zero), to the ledger too. */
 void budget_release(int dev, uint64_t n);
 
-// ---- reserve, concurrent managed access, host cap (issue 12, points 3, 4, 10) ----
+// ---- reserve, concurrent managed access, host cap ----
 
-/* The budget is settled (sized from what the driver reports free) by the
- * first budget_device_init() made while a context of the device is current:
- * the first vx allocation or memory query there.  Before that, limit and
- * usable are provisional (physical minus the headroom, or VX_DEVICE_LIMIT).
- * 1 once settled. */
-int budget_settled(int dev);
 /* VX_RESERVE for a device of `physical` bytes, at most a quarter of it. */
 uint64_t budget_headroom(uint64_t physical, const vx_size_t *reserve);
 /* Pure: the budget from `free` bytes reported free plus `held` bytes that
@@ -76,8 +71,6 @@ void budget_host_capacity(uint64_t *host, uint64_t *nvme);
 int budget_host_try_commit(uint64_t n);
 /* Returns n committed bytes (saturating at zero). */
 void budget_host_uncommit(uint64_t n);
-/* Bytes of managed memory committed now. */
-uint64_t budget_host_committed(void);
 
 /* fork: the set-up lock is held across fork() and re-created in the child. */
 void budget_atfork_prepare(void);

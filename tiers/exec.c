@@ -93,10 +93,6 @@ void exec_fini(void) {
   trace_rec_fini();
 }
 
-int exec_observe_all(void) {
-  return trace_rec_on();
-}
-
 int exec_planning(void) {
   return ex_planning;
 }

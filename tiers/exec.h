@@ -23,9 +23,6 @@ void exec_fini(void);
  * count against it); 0 before the device's budget is set up. */
 uint64_t exec_capacity(int dev);
 
-/* 1 when launches must be observed even if they reach only native memory
- * (a trace is being recorded). */
-int exec_observe_all(void);
 /* 1 when the policy makes plans (VX_POLICY=predict). */
 int exec_planning(void);
 

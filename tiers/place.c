@@ -369,13 +369,6 @@ void place_drain(void) {
   }
 }
 
-size_t place_pending(void) {
-  pthread_mutex_lock(&defer_lock);
-  size_t n = defer_n;
-  pthread_mutex_unlock(&defer_lock);
-  return n;
-}
-
 void place_atfork_prepare(void) {
   pthread_mutex_lock(&defer_lock);
 }

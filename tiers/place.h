@@ -32,8 +32,6 @@ typedef CUresult (*place_free_async_fn)(CUdeviceptr, CUstream);
 CUresult place_free_async(CUdeviceptr p, CUstream s, int ptsz, place_free_async_fn real);
 /* Releases deferred frees whose stream work is done.  Cheap when none. */
 void place_drain(void);
-/* Deferred frees not yet released. */
-size_t place_pending(void);
 
 void place_atfork_prepare(void);
 void place_atfork_parent(void);

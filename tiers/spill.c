@@ -437,14 +437,6 @@ int spill_chunks(CUdeviceptr base, uint32_t first, uint32_t count) {
   return rc;
 }
 
-int spill_enforce_host_limit(void) {
-  if (!spill_armed()) return 0; /* tier off: why was said at start-up */
-  pthread_mutex_lock(&spill_g.mu);
-  int rc = enforce_locked();
-  pthread_mutex_unlock(&spill_g.mu);
-  return rc;
-}
-
 void spill_forget(CUdeviceptr base, size_t size) {
   spill_rec_t *r;
   (void)size;
@@ -501,7 +493,7 @@ void spill_op_done(void) {
   pthread_mutex_unlock(&spill_g.mu);
 }
 
-// ---- unseen launches (issue 12, CUkernel handles) ----
+// ---- unseen launches (CUkernel handles) ----
 
 CUresult spill_unseen_launch(void) {
   if (!spill_armed()) return CUDA_SUCCESS;

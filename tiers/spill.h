@@ -33,16 +33,11 @@ CUresult spill_make_resident(CUdeviceptr p, size_t n, CUstream s);
  * lock held. */
 int spill_chunks(CUdeviceptr base, uint32_t first, uint32_t count);
 
-/* Called after the managed footprint grows: while the bytes vx keeps on the
- * host exceed VX_HOST_LIMIT, spills the coldest chunks.  0 or -errno (over
- * the limit, with a warning said once, when the swap file is full or off). */
-int spill_enforce_host_limit(void);
-
 /* The allocation [base, base+size) is being freed: its slots are released,
  * nothing is written back.  Call before the memory is returned to the driver. */
 void spill_forget(CUdeviceptr base, size_t size);
 
-// ---- added by the spill helper (the functions above are unchanged) ----
+// ---- chunk tracking and restore ----
 
 /* Nonzero while the NVMe tier is on (swap open): then the copy hooks and
  * the launch guard track which chunks are used and restore spilled ones.
@@ -62,7 +57,7 @@ CUresult spill_make_resident_many(const CUdeviceptr *p, const size_t *n, int cou
  * after its next few calls. */
 void spill_op_done(void);
 
-// ---- added for unseen launches (issue 12, CUkernel handles) ----
+// ---- unseen launches (CUkernel handles) ----
 
 /* A launch whose pointer arguments vx cannot learn is about to be enqueued:
  * vx can no longer prove it sees every access, so every spilled chunk is

@@ -116,12 +116,6 @@ void sb_arg(struct sb *b, uint64_t id, uint32_t mode) {
       (pol_range_t){.alloc_id = id, .first = 0, .count = (uint32_t)n, .mode = mode};
 }
 
-void sb_arg_part(struct sb *b, uint64_t id, uint32_t first, uint32_t count, uint32_t mode) {
-  if (b->nargs < SB_MAX_ARGS)
-    b->args[b->nargs++] =
-        (pol_range_t){.alloc_id = id, .first = first, .count = count, .mode = mode};
-}
-
 /* Kernel time of a device doing SB_FLOPS and SB_DEV_BPS, with a 2 us floor. */
 uint64_t sb_dur(double flops, double bytes) {
   double t = flops / SB_FLOPS;

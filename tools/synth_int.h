@@ -47,9 +47,8 @@ uint64_t sb_kernel(const char *name);
 uint64_t sb_alloc(struct sb *b, uint64_t size);
 void sb_free(struct sb *b, uint64_t id);
 uint64_t sb_size(const struct sb *b, uint64_t id);
-/* Arguments of the next launch: a whole allocation, or part of one (chunks). */
+/* Arguments of the next launch: a whole allocation. */
 void sb_arg(struct sb *b, uint64_t id, uint32_t mode);
-void sb_arg_part(struct sb *b, uint64_t id, uint32_t first, uint32_t count, uint32_t mode);
 uint64_t sb_dur(double flops, double bytes);
 /* Emits a launch of `kernel` with the pending arguments and `flops` of work. */
 void sb_launch(struct sb *b, const char *kernel, double flops);

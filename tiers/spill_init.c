@@ -1,10 +1,8 @@
 /* Setting up and tearing down the NVMe tier: options, the driver probe, the
- * swap file, the pinned bounce ring, counters and fork handling. */
+ * swap file and fork handling; the one state struct, spill_g, lives here. */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "capture.h"
 #include "move.h"
 #include "spill.h"
 #include "spill_int.h"
@@ -17,93 +15,11 @@ _Static_assert(VX_NVME_ENGINE_AUTO == (int)NVME_ENGINE_AUTO &&
                    VX_NVME_ENGINE_POOL == (int)NVME_ENGINE_POOL,
                "choices.def NVME_ENGINE and nvme_engine_t differ");
 
+struct spill_state spill_g = {.mu = PTHREAD_MUTEX_INITIALIZER, .pin_once = PTHREAD_ONCE_INIT};
+
 static void nvme_say(void *arg, const char *msg) {
   (void)arg;
   vx_log(VX_LOG_WARN, "NVMe tier: %s", msg);
-}
-
-// ---- counters ----
-
-#define SYNC_SUM(field, ctr)                                                                       \
-  do {                                                                                             \
-    if (st.field > spill_g.seen.field) ctr_add(dev, VX_CTR_##ctr, st.field - spill_g.seen.field);  \
-  } while (0)
-
-void spill_stats_sync_locked(int dev) {
-  nvme_stats_t st;
-  if (!spill_g.swap) return;
-  nvme_stats_get(spill_g.swap, &st);
-  SYNC_SUM(write_bytes, nvme_write_bytes);
-  SYNC_SUM(read_bytes, nvme_read_bytes);
-  SYNC_SUM(write_ns, nvme_write_ns);
-  SYNC_SUM(read_ns, nvme_read_ns);
-  SYNC_SUM(retries, nvme_retries);
-  SYNC_SUM(fallbacks, nvme_fallbacks);
-  SYNC_SUM(checksum_failures, nvme_checksum_failures);
-  SYNC_SUM(write_failures, nvme_write_failures);
-  SYNC_SUM(read_failures, nvme_read_failures);
-  SYNC_SUM(enospc, nvme_enospc);
-  spill_g.seen = st;
-}
-
-// ---- bounce buffers ----
-
-void spill_bounce_ensure_locked(void) {
-  if (spill_g.bounce_tried) return;
-  spill_g.bounce_tried = 1;
-  int n = 0;
-  vx_capture_relax_t rx; /* pinned allocation: a potentially unsafe call */
-  vx_capture_relax_begin(&rx);
-  for (; n < SPILL_BOUNCE; n++)
-    if (VX_CALL(cuMemAllocHost_v2, &spill_g.bounce[n], NVME_CHUNK_DEFAULT) != CUDA_SUCCESS) break;
-  int rc =
-      n >= 2 ? nvme_register_buffers(spill_g.swap, spill_g.bounce, n, NVME_CHUNK_DEFAULT) : -ENOMEM;
-  if (rc == 0) {
-    spill_g.nbounce = n;
-    vx_capture_relax_end(&rx);
-    return;
-  }
-  while (n > 0)
-    VX_CALL(cuMemFreeHost, spill_g.bounce[--n]);
-  vx_capture_relax_end(&rx);
-  VX_LOG_ONCE(VX_LOG_INFO, "no pinned bounce buffers (%s): the NVMe tier uses pageable ones",
-              strerror(-rc));
-}
-
-/* At exit the driver may already be going away: the pinned ring is only
- * taken back from nvme, not freed (it stays reachable from spill_g). */
-static void bounce_forget_locked(void) {
-  if (spill_g.nbounce) nvme_unregister_buffers(spill_g.swap);
-}
-
-// ---- per-thread pins ----
-
-static pthread_key_t pin_key;
-static pthread_once_t pin_once = PTHREAD_ONCE_INIT;
-static int pin_key_ok;
-
-static void pin_thread_exit(void *arg) {
-  pthread_mutex_lock(&spill_g.mu);
-  spill_unpin_all_locked(arg);
-  pthread_mutex_unlock(&spill_g.mu);
-  free(arg);
-}
-
-static void pin_key_make(void) {
-  pin_key_ok = pthread_key_create(&pin_key, pin_thread_exit) == 0;
-}
-
-spill_pinset_t *spill_pinset(void) {
-  pthread_once(&pin_once, pin_key_make);
-  if (!pin_key_ok) return NULL;
-  spill_pinset_t *ps = pthread_getspecific(pin_key);
-  if (ps) return ps;
-  ps = calloc(1, sizeof *ps);
-  if (ps && pthread_setspecific(pin_key, ps)) {
-    free(ps);
-    ps = NULL;
-  }
-  return ps;
 }
 
 // ---- fork ----
@@ -168,7 +84,7 @@ void spill_fini(void) {
   pthread_mutex_lock(&spill_g.mu);
   spill_stats_sync_locked(0);
   spill_drop_all_locked();
-  bounce_forget_locked();
+  spill_bounce_forget_locked();
   nvme_swap_close(spill_g.swap);
   spill_g.swap = NULL;
   pthread_mutex_unlock(&spill_g.mu);

@@ -1,0 +1,74 @@
+/* The host limit: how many managed bytes vx holds on the host (published
+ * as host_held_bytes), and the coldest chunks spilled while that is over
+ * VX_HOST_LIMIT.  Every function here runs under the spill lock. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "budget.h"
+#include "spill_int.h"
+#include "vx.h"
+
+/* Managed bytes vx holds that cannot be on the device: resident bytes of
+ * the allocations vx has seen used, minus the room the device budgets have
+ * left after native allocations, at least 0. */
+static uint64_t host_held_locked(void) {
+  uint64_t room = 0;
+  for (int d = 0; d < ctr_devices(); d++) {
+    uint64_t lim = budget_limit(d), used = budget_used(d);
+    room += lim > used ? lim - used : 0;
+  }
+  return spill_g.resident > room ? spill_g.resident - room : 0;
+}
+
+void spill_publish_locked(void) {
+  uint64_t now = host_held_locked(), was = spill_g.published;
+  if (now > was) ctr_cur_add(0, VX_CTR_host_held_bytes, now - was);
+  if (now < was) ctr_cur_sub(0, VX_CTR_host_held_bytes, was - now);
+  spill_g.published = now;
+}
+
+static int victim_cmp(const void *a, const void *b) {
+  uint64_t x = ((const victim_t *)a)->stamp, y = ((const victim_t *)b)->stamp;
+  return x < y ? -1 : x > y;
+}
+
+/* Resident chunks used at least once (never-used ones hold no memory) and
+ * not pinned, coldest first.  *n = count. */
+static victim_t *victims_locked(size_t *n) {
+  size_t cap = 0, k = 0;
+  spill_rec_t *r, *tmp;
+  HASH_ITER(hh, spill_g.recs, r, tmp) cap += r->nchunks;
+  victim_t *v = cap ? malloc(cap * sizeof *v) : NULL;
+  if (!v) {
+    *n = 0;
+    return NULL;
+  }
+  HASH_ITER(hh, spill_g.recs, r, tmp)
+  for (uint32_t i = 0; i < r->nchunks; i++)
+    if (r->slot[i] < 0 && r->stamp[i] && !r->pins[i]) v[k++] = (victim_t){r, i, r->stamp[i]};
+  qsort(v, k, sizeof *v, victim_cmp);
+  *n = k;
+  return v;
+}
+
+int spill_enforce_locked(void) {
+  uint64_t held = host_held_locked();
+  if (!spill_g.host_limit || held <= spill_g.host_limit) return 0;
+  if (spill_g.full_at && spill_g.nspilled >= spill_g.full_at) return -ENOSPC;
+  if (spill_g.no_discard || spill_g.unseen) return -ENOTSUP;
+  size_t n, take = 0;
+  victim_t *v = victims_locked(&n);
+  uint64_t need = held - spill_g.host_limit, got = 0;
+  for (; take < n && got < need; take++)
+    got += spill_chunk_len(v[take].r, v[take].i);
+  int rc = 0;
+  for (size_t at = 0; at < take && rc != -ENOSPC;) {
+    size_t batch = take - at < SPILL_BATCH ? take - at : SPILL_BATCH;
+    int r = spill_batch_locked(v + at, batch);
+    if (r && !rc) rc = r;
+    at += batch;
+  }
+  free(v);
+  spill_publish_locked();
+  return rc;
+}

@@ -1,0 +1,65 @@
+/* Per-thread pins: the chunks of the ranges a thread made resident stay
+ * out of every spill until its operation is enqueued (spill_op_done) or
+ * its next SPILL_PIN_CALLS calls have passed. */
+#include <stdlib.h>
+
+#include "spill.h"
+#include "spill_int.h"
+
+static void pin_thread_exit(void *arg) {
+  pthread_mutex_lock(&spill_g.mu);
+  spill_unpin_all_locked(arg);
+  pthread_mutex_unlock(&spill_g.mu);
+  free(arg);
+}
+
+static void pin_key_make(void) {
+  spill_g.pin_key_ok = pthread_key_create(&spill_g.pin_key, pin_thread_exit) == 0;
+}
+
+spill_pinset_t *spill_pinset(void) {
+  pthread_once(&spill_g.pin_once, pin_key_make);
+  if (!spill_g.pin_key_ok) return NULL;
+  spill_pinset_t *ps = pthread_getspecific(spill_g.pin_key);
+  if (ps) return ps;
+  ps = calloc(1, sizeof *ps);
+  if (ps && pthread_setspecific(spill_g.pin_key, ps)) {
+    free(ps);
+    ps = NULL;
+  }
+  return ps;
+}
+
+/* Takes back one pin (the record may be gone, or be a new one at the same
+ * address: the generation tells). */
+static void unpin_locked(const spill_pin_t *p) {
+  spill_rec_t *r = spill_rec_find_locked(p->base);
+  if (!r || r->gen != p->gen) return;
+  for (uint32_t i = p->first; i < p->end && i < r->nchunks; i++)
+    if (r->pins[i]) r->pins[i]--;
+}
+
+spill_pin_t *spill_pin_call_locked(spill_pinset_t *ps) {
+  ps->head = (ps->head + 1) % SPILL_PIN_CALLS;
+  for (int i = 0; i < ps->n[ps->head]; i++)
+    unpin_locked(&ps->p[ps->head][i]);
+  ps->n[ps->head] = 0;
+  return ps->p[ps->head];
+}
+
+void spill_unpin_all_locked(spill_pinset_t *ps) {
+  for (int c = 0; c < SPILL_PIN_CALLS; c++) {
+    for (int i = 0; i < ps->n[c]; i++)
+      unpin_locked(&ps->p[c][i]);
+    ps->n[c] = 0;
+  }
+}
+
+void spill_op_done(void) {
+  if (!spill_armed()) return;
+  spill_pinset_t *ps = spill_pinset();
+  if (!ps) return;
+  pthread_mutex_lock(&spill_g.mu);
+  spill_unpin_all_locked(ps);
+  pthread_mutex_unlock(&spill_g.mu);
+}

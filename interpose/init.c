@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include "budget.h"
+#include "defer.h"
 #include "exec.h"
 #include "launch.h"
 #include "move.h"
-#include "place.h"
 #include "registry.h"
 #include "secure.h"
 #include "spill.h"
@@ -37,12 +37,14 @@ static void atfork_prepare(void) {
   exec_atfork_prepare();
   budget_atfork_prepare();
   vmm_atfork_prepare();
-  place_atfork_prepare();
+  pinned_atfork_prepare();
+  defer_atfork_prepare();
   reg_atfork_prepare();
 }
 static void atfork_parent(void) {
   reg_atfork_parent();
-  place_atfork_parent();
+  defer_atfork_parent();
+  pinned_atfork_parent();
   vmm_atfork_parent();
   budget_atfork_parent();
   exec_atfork_parent();
@@ -51,7 +53,8 @@ static void atfork_parent(void) {
 }
 static void atfork_child(void) {
   reg_atfork_child();
-  place_atfork_child();
+  defer_atfork_child();
+  pinned_atfork_child();
   vmm_atfork_child();
   budget_atfork_child();
   exec_atfork_child();

@@ -1,22 +1,18 @@
-/* VMM (cuMemCreate/Release/Map/Unmap) and pinned host memory hooks: the
- * calls pass through; their bytes are counted (VMM against the budget). */
+/* VMM hooks (cuMemCreate/Release/Map/Unmap): the calls pass through; the
+ * physical memory they create is counted against the budget. */
 #include "budget.h"
 #include "sidetab.h"
 #include "vx.h"
 
 static sidetab_t vmm_handles = SIDETAB_INIT;
-static sidetab_t host_allocs = SIDETAB_INIT;
 
 void vmm_atfork_prepare(void) {
   sidetab_atfork_prepare(&vmm_handles);
-  sidetab_atfork_prepare(&host_allocs);
 }
 void vmm_atfork_parent(void) {
-  sidetab_atfork_parent(&host_allocs);
   sidetab_atfork_parent(&vmm_handles);
 }
 void vmm_atfork_child(void) {
-  sidetab_atfork_child(&host_allocs);
   sidetab_atfork_child(&vmm_handles);
 }
 
@@ -58,38 +54,4 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   VX_ENTER(on);
   (void)on;
   return VX_CALL(cuMemUnmap, ptr, size);
-}
-
-static void host_track(void *p, size_t size) {
-  int dev = 0;
-  vx_current_device(&dev);
-  if (sidetab_add(&host_allocs, (uint64_t)(uintptr_t)p, size, dev) == 0) {
-    ctr_add(dev, VX_CTR_alloc_host_pinned, 1);
-    ctr_cur_add(dev, VX_CTR_host_pinned_bytes, size);
-  }
-}
-
-CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
-  VX_ENTER(on);
-  CUresult r = VX_CALL(cuMemHostAlloc, pp, bytesize, Flags);
-  if (on && r == CUDA_SUCCESS && pp) host_track(*pp, bytesize);
-  return r;
-}
-
-CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
-  VX_ENTER(on);
-  CUresult r = VX_CALL(cuMemAllocHost_v2, pp, bytesize);
-  if (on && r == CUDA_SUCCESS && pp) host_track(*pp, bytesize);
-  return r;
-}
-
-CUresult cuMemFreeHost(void *p) {
-  VX_ENTER(on);
-  CUresult r = VX_CALL(cuMemFreeHost, p);
-  size_t size;
-  int dev;
-  if (on && r == CUDA_SUCCESS &&
-      sidetab_remove(&host_allocs, (uint64_t)(uintptr_t)p, &size, &dev) == 0)
-    ctr_cur_sub(dev, VX_CTR_host_pinned_bytes, size);
-  return r;
 }

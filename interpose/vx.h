@@ -47,10 +47,14 @@ int vx_current_device(int *dev);
  * device's budget is set up). */
 void vx_stats_limits_changed(void);
 
-/* fork handlers of the VMM/pinned-host tables (vmm.c). */
+/* fork handlers of the VMM table (vmm.c) and the pinned-host table
+ * (pinned.c). */
 void vmm_atfork_prepare(void);
 void vmm_atfork_parent(void);
 void vmm_atfork_child(void);
+void pinned_atfork_prepare(void);
+void pinned_atfork_parent(void);
+void pinned_atfork_child(void);
 
 /* Writes the exit summary now (also run at exit). */
 void vx_report_write(void);

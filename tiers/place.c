@@ -1,13 +1,12 @@
-/* Placement of allocations in tiers, frees routed by what the pointer is,
- * and the deferred release of managed memory freed with cuMemFreeAsync. */
+/* Placement of allocations in tiers and frees routed by what the pointer
+ * is; managed memory freed with cuMemFreeAsync goes through defer.c. */
 #include "place.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <stdlib.h>
 
 #include "budget.h"
 #include "capture.h"
+#include "defer.h"
 #include "exec.h"
 #include "move.h"
 #include "registry.h"
@@ -214,67 +213,6 @@ CUresult place_free(CUdeviceptr p) {
   return r;
 }
 
-struct deferred {
-  vx_alloc_info_t a;
-  CUevent ev; /* NULL: not armed yet (the stream's capture status was unknown) */
-  CUstream s; /* the stream the free was ordered on */
-  struct deferred *next;
-};
-
-static pthread_mutex_t defer_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct deferred *defer_head;
-static size_t defer_n;
-
-static void defer_push_locked(struct deferred *list) {
-  while (list) {
-    struct deferred *next = list->next;
-    list->next = defer_head;
-    __atomic_store_n(&defer_head, list, __ATOMIC_RELAXED);
-    defer_n++;
-    list = next;
-  }
-}
-
-/* Records the event after which d's memory may go: 0, or -1 (d->ev NULL). */
-static int defer_arm(struct deferred *d) {
-  if (VX_CALL(cuEventCreate, &d->ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-    d->ev = NULL;
-    return -1;
-  }
-  if (VX_CALL(cuEventRecord, d->ev, d->s) != CUDA_SUCCESS) {
-    VX_CALL(cuEventDestroy_v2, d->ev);
-    d->ev = NULL;
-    return -1;
-  }
-  return 0;
-}
-
-/* Queues a's release: after an event recorded on s now (armed = 1), or,
- * when s's capture status is unknown (armed = 0), once place_drain finds s
- * not capturing and arms it.  0, or -1 when vx must fall back. */
-static int defer_free(const vx_alloc_info_t *a, CUstream s, int armed) {
-  struct deferred *d = malloc(sizeof *d);
-  if (!d) return -1;
-  *d = (struct deferred){.a = *a, .s = s};
-  if (armed && defer_arm(d)) {
-    free(d);
-    return -1;
-  }
-  pthread_mutex_lock(&defer_lock);
-  defer_push_locked(d);
-  pthread_mutex_unlock(&defer_lock);
-  return 0;
-}
-
-/* An unarmed entry: armed now if its stream is known not to be capturing. */
-static int defer_try_arm(struct deferred *d) {
-  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (VX_CALL(cuStreamIsCapturing, d->s, &st) != CUDA_SUCCESS ||
-      st != CU_STREAM_CAPTURE_STATUS_NONE)
-    return -1;
-  return defer_arm(d);
-}
-
 /* vx's managed pointer given to cuMemFreeAsync (the driver would reject it). */
 static CUresult free_async_managed(const vx_alloc_info_t *a, CUstream s) {
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -336,45 +274,14 @@ CUresult place_free_async(CUdeviceptr p, CUstream s, int ptsz, place_free_async_
   return r;
 }
 
-void place_drain(void) {
-  if (!__atomic_load_n(&defer_head, __ATOMIC_RELAXED)) return;
-  /* cuEventQuery and cuMemFree are illegal during a capture (any thread,
-   * global mode; cuMemFree synchronises the context in every mode): the
-   * frees wait for the first drain after the captures ended. */
-  if (vx_capture_active()) return;
-  pthread_mutex_lock(&defer_lock);
-  struct deferred *list = defer_head, *keep = NULL;
-  __atomic_store_n(&defer_head, NULL, __ATOMIC_RELAXED);
-  defer_n = 0;
-  pthread_mutex_unlock(&defer_lock);
-  while (list) {
-    struct deferred *d = list;
-    list = d->next;
-    if ((!d->ev && defer_try_arm(d)) || VX_CALL(cuEventQuery, d->ev) == CUDA_ERROR_NOT_READY) {
-      d->next = keep;
-      keep = d;
-      continue;
-    }
-    spill_forget(d->a.base, d->a.size);
-    VX_CALL(cuMemFree_v2, d->a.base);
-    VX_CALL(cuEventDestroy_v2, d->ev);
-    ctr_add(d->a.dev, VX_CTR_deferred_frees, 1);
-    untrack_bytes(&d->a);
-    free(d);
-  }
-  if (keep) {
-    pthread_mutex_lock(&defer_lock);
-    defer_push_locked(keep);
-    pthread_mutex_unlock(&defer_lock);
-  }
+/* A deferred entry's event has completed: the memory goes. */
+static void release_deferred(const vx_alloc_info_t *a) {
+  spill_forget(a->base, a->size);
+  VX_CALL(cuMemFree_v2, a->base);
+  ctr_add(a->dev, VX_CTR_deferred_frees, 1);
+  untrack_bytes(a);
 }
 
-void place_atfork_prepare(void) {
-  pthread_mutex_lock(&defer_lock);
-}
-void place_atfork_parent(void) {
-  pthread_mutex_unlock(&defer_lock);
-}
-void place_atfork_child(void) {
-  pthread_mutex_init(&defer_lock, NULL);
+void place_drain(void) {
+  defer_drain(release_deferred);
 }

@@ -1,7 +1,8 @@
 /* Placement: where an allocation goes (native while it fits the budget,
- * managed beyond, host for the static policy), how frees are routed by
- * what the pointer is, and the deferred release of managed memory freed
- * through cuMemFreeAsync.  Calls the driver only through the real table. */
+ * managed beyond, host for the static policy) and how frees are routed by
+ * what the pointer is (managed memory freed through cuMemFreeAsync is
+ * released later by the deferred-free queue, defer.h).  Calls the driver
+ * only through the real table. */
 #ifndef VX_TIERS_PLACE_H
 #define VX_TIERS_PLACE_H
 
@@ -32,9 +33,5 @@ typedef CUresult (*place_free_async_fn)(CUdeviceptr, CUstream);
 CUresult place_free_async(CUdeviceptr p, CUstream s, int ptsz, place_free_async_fn real);
 /* Releases deferred frees whose stream work is done.  Cheap when none. */
 void place_drain(void);
-
-void place_atfork_prepare(void);
-void place_atfork_parent(void);
-void place_atfork_child(void);
 
 #endif

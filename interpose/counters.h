@@ -1,6 +1,7 @@
-/* vx's counters (counters.def) as a struct of uint64_t, and the printers
- * (text or JSON through an (out, arg) callback) that the exit report and
- * `vx stat` share.  Pure: no state, no driver. */
+/* vx's counters (counters.def) as a struct of uint64_t, their names and
+ * kinds (the one table: the exit report and `vx stat` both read it), and the
+ * exit report's printer (text or JSON through an (out, arg) callback).
+ * Pure: no state, no driver.  Defined in ctr_table.c. */
 #ifndef VX_INTERPOSE_COUNTERS_H
 #define VX_INTERPOSE_COUNTERS_H
 

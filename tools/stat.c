@@ -7,8 +7,8 @@
 #include <time.h>
 
 #include "cli.h"
-#include "cli_counters.h"
 #include "commands.h"
+#include "counters.h"
 #include "stats_shm.h"
 
 static const char usage[] =
@@ -32,7 +32,12 @@ static double age_s(uint64_t ns) {
 }
 
 static unsigned ncounters(const vx_stats_view_t *v) {
-  return v->hdr.ncounters < vx_counter_count ? v->hdr.ncounters : vx_counter_count;
+  return v->hdr.ncounters < (unsigned)VX_CTR_COUNT ? v->hdr.ncounters : (unsigned)VX_CTR_COUNT;
+}
+
+/* 1 if counter i counts bytes (printed human-readable in text output). */
+static int counts_bytes(unsigned i) {
+  return strstr(vx_counter_name((int)i), "bytes") != NULL;
 }
 
 static void text_device(const vx_stats_view_t *v, unsigned d) {
@@ -45,8 +50,8 @@ static void text_device(const vx_stats_view_t *v, unsigned d) {
   printf("\n");
   for (unsigned i = 0; i < ncounters(v); i++) {
     uint64_t x = vx_stats_get(v, d, i);
-    printf("    %-24s %20llu", vx_counter_table[i].name, (unsigned long long)x);
-    if (vx_counter_is_bytes(i) && x >= 1024) printf("  (%s)", vx_fmt_bytes(x, b, sizeof b));
+    printf("    %-24s %20llu", vx_counter_name((int)i), (unsigned long long)x);
+    if (counts_bytes(i) && x >= 1024) printf("  (%s)", vx_fmt_bytes(x, b, sizeof b));
     printf("\n");
   }
 }
@@ -70,7 +75,7 @@ static void json_device(const vx_stats_view_t *v, unsigned d) {
            (unsigned long long)vx_stats_limit(v, d, l));
   printf("},\"counters\":{");
   for (unsigned i = 0; i < ncounters(v); i++)
-    printf("%s\"%s\":%llu", i ? "," : "", vx_counter_table[i].name,
+    printf("%s\"%s\":%llu", i ? "," : "", vx_counter_name((int)i),
            (unsigned long long)vx_stats_get(v, d, i));
   printf("}}");
 }

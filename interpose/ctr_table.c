@@ -1,5 +1,6 @@
-/* The counter table from counters.def: names, kinds, PEAK/CUR pairing and
- * the text/JSON printers shared by the exit report and the CLI. */
+/* The counter table from counters.def: names, kinds, PEAK/CUR pairing (for
+ * the live counters, tiers/ctr_live.c, and `vx stat`) and the text/JSON
+ * printer of the exit report. */
 #include "counters.h"
 
 #include <stdio.h>

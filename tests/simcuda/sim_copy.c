@@ -7,8 +7,7 @@
 
 /* Host address of [p, p+n) for a copy, or NULL: -EINVAL (not device memory
  * when dev_only, or out of bounds), -EFAULT (discarded read). */
-static void *xlate_locked(CUdeviceptr p, size_t n, int write, int dev_only, int *err,
-                          int *is_dev) {
+static void *xlate_locked(CUdeviceptr p, size_t n, int write, int dev_only, int *err, int *is_dev) {
   sim_alloc *a = sim_map_find_locked((uintptr_t)p);
   *err = 0;
   *is_dev = 0;
@@ -23,7 +22,9 @@ static void *xlate_locked(CUdeviceptr p, size_t n, int write, int dev_only, int 
   }
   switch (a->kind) {
   case SIM_NATIVE:
-  case SIM_VMM: *is_dev = 1; return (char *)a->backing + off;
+  case SIM_VMM:
+    *is_dev = 1;
+    return (char *)a->backing + off;
   case SIM_MANAGED:
     *is_dev = 1;
     if (sim_managed_copy_touch_locked(a, off, n, write) != 0) {
@@ -31,14 +32,18 @@ static void *xlate_locked(CUdeviceptr p, size_t n, int write, int dev_only, int 
       return NULL;
     }
     return (void *)(uintptr_t)p;
-  default: return (void *)(uintptr_t)p;
+  default:
+    return (void *)(uintptr_t)p;
   }
 }
 
 static void copy_counters_locked(sim_dev *d, int dir, size_t n) {
-  if (dir == CP_HTOD) d->st.bytes_memcpy_htod += n;
-  else if (dir == CP_DTOH) d->st.bytes_memcpy_dtoh += n;
-  else if (dir == CP_DTOD) d->st.bytes_memcpy_dtod += n;
+  if (dir == CP_HTOD)
+    d->st.bytes_memcpy_htod += n;
+  else if (dir == CP_DTOH)
+    d->st.bytes_memcpy_dtoh += n;
+  else if (dir == CP_DTOD)
+    d->st.bytes_memcpy_dtod += n;
 }
 
 uint64_t sim_copy_run(sim_op *op, sim_stream *s, uint64_t ready) {
@@ -46,10 +51,12 @@ uint64_t sim_copy_run(sim_op *op, sim_stream *s, uint64_t ready) {
   size_t n = op->u.cp.n;
   int dir = op->u.cp.dir;
   sim_lock();
-  void *dst = op->u.cp.hdst ? op->u.cp.hdst
-                            : xlate_locked(op->u.cp.dst, n, 1, dir == CP_HTOD || dir == CP_DTOD, &e1, &d1);
-  const void *src = op->u.cp.hsrc ? op->u.cp.hsrc
-                                  : xlate_locked(op->u.cp.src, n, 0, dir == CP_DTOH || dir == CP_DTOD, &e2, &d2);
+  void *dst = op->u.cp.hdst
+                  ? op->u.cp.hdst
+                  : xlate_locked(op->u.cp.dst, n, 1, dir == CP_HTOD || dir == CP_DTOD, &e1, &d1);
+  const void *src =
+      op->u.cp.hsrc ? op->u.cp.hsrc
+                    : xlate_locked(op->u.cp.src, n, 0, dir == CP_DTOH || dir == CP_DTOD, &e2, &d2);
   if (op->u.cp.hdst) e1 = 0;
   if (op->u.cp.hsrc) e2 = 0;
   sim_unlock();
@@ -89,10 +96,12 @@ uint64_t sim_set_run(sim_op *op, sim_stream *s, uint64_t ready) {
     memset(dst, (int)op->u.set.val, bytes);
   } else if (op->u.set.elsize == 2) {
     uint16_t *p = dst, v = (uint16_t)op->u.set.val;
-    for (size_t i = 0; i < op->u.set.n; i++) p[i] = v;
+    for (size_t i = 0; i < op->u.set.n; i++)
+      p[i] = v;
   } else {
     uint32_t *p = dst, v = op->u.set.val;
-    for (size_t i = 0; i < op->u.set.n; i++) p[i] = v;
+    for (size_t i = 0; i < op->u.set.n; i++)
+      p[i] = v;
   }
   sim_lock();
   sim_dev *d = &sim_g.dev[s->ctx->dev];
@@ -122,6 +131,19 @@ static int classify(CUdeviceptr p) {
   return dev;
 }
 
+CUresult sim_copy_enqueue(sim_stream *s, int dir, CUdeviceptr dst, CUdeviceptr src, void *hdst,
+                          const void *hsrc, size_t n) {
+  sim_op *op = sim_op_new(OP_COPY);
+  if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
+  op->u.cp.dir = dir;
+  op->u.cp.dst = dst;
+  op->u.cp.src = src;
+  op->u.cp.hdst = hdst;
+  op->u.cp.hsrc = hsrc;
+  op->u.cp.n = n;
+  return sim_enqueue(s, op);
+}
+
 /* One copy; sync: waits for it (the legacy or per-thread stream). */
 static CUresult copy(int dir, CUdeviceptr dst, CUdeviceptr src, void *hdst, const void *hsrc,
                      size_t n, CUstream h, int ptds, int sync) {
@@ -137,15 +159,7 @@ static CUresult copy(int dir, CUdeviceptr dst, CUdeviceptr src, void *hdst, cons
     int dd = classify(dst), sd = classify(src);
     dir = dd && sd ? CP_DTOD : dd ? CP_HTOD : sd ? CP_DTOH : CP_HTOH;
   }
-  sim_op *op = sim_op_new(OP_COPY);
-  if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
-  op->u.cp.dir = dir;
-  op->u.cp.dst = dst;
-  op->u.cp.src = src;
-  op->u.cp.hdst = hdst;
-  op->u.cp.hsrc = hsrc;
-  op->u.cp.n = n;
-  r = sim_enqueue(s, op);
+  r = sim_copy_enqueue(s, dir, dst, src, hdst, hsrc, n);
   if (r != CUDA_SUCCESS || !sync) return r;
   return sim_stream_sync(s);
 }

@@ -37,15 +37,7 @@ static CUresult enq_copy(sim_stream *s, CUdeviceptr dst, CUdeviceptr src, void *
     int dd = hdst ? 0 : where(dst, n) > 0, sd = hsrc ? 0 : where(src, n) > 0;
     dir = dd && sd ? CP_DTOD : dd ? CP_HTOD : sd ? CP_DTOH : CP_HTOH;
   }
-  sim_op *op = sim_op_new(OP_COPY);
-  if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
-  op->u.cp.dir = dir;
-  op->u.cp.dst = dst;
-  op->u.cp.src = src;
-  op->u.cp.hdst = hdst;
-  op->u.cp.hsrc = hsrc;
-  op->u.cp.n = n;
-  return sim_enqueue(s, op);
+  return sim_copy_enqueue(s, dir, dst, src, hdst, hsrc, n);
 }
 
 static CUresult enq_set(sim_stream *s, CUdeviceptr dst, uint32_t v, int el, size_t n) {

@@ -281,6 +281,10 @@ sim_stream *sim_stream_new(sim_ctx *c, unsigned flags, int kind, int prio);
 void sim_stream_destroy(sim_stream *s);
 /* Takes ownership of op; records it when the stream is capturing. */
 CUresult sim_enqueue(sim_stream *s, sim_op *op);
+/* Enqueues one copy of n bytes on s (dir: a CP_* direction; device
+ * addresses, or host pointers where hdst/hsrc are set).  sim_copy.c. */
+CUresult sim_copy_enqueue(sim_stream *s, int dir, CUdeviceptr dst, CUdeviceptr src, void *hdst,
+                          const void *hsrc, size_t n);
 CUresult sim_stream_sync(sim_stream *s);
 sim_op *sim_op_new(int kind);
 void sim_op_free(sim_op *op);

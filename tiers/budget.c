@@ -33,14 +33,17 @@ static struct budget *budget_of(int dev) {
   return dev >= 0 && dev < VX_MAX_DEVICES ? &budgets[dev] : NULL;
 }
 
-/* VX_RESERVE, the headroom, at most a quarter of the device: a default
- * sized for data-centre GPUs must not leave a small one (or a small
- * simulated one) with no native budget at all.  A quarter of the physical
- * size, not of what is free: what the libraries need does not shrink
- * because other processes fill the card. */
+/* VX_RESERVE, the headroom, at most a sixteenth of the device: a default
+ * sized for data-centre GPUs must not take a large part of a small one (or
+ * of a small simulated one).  Managed pages may use the headroom under
+ * plain demand paging (the driver evicts them when a library allocates)
+ * but not under vx's budget, so a larger cap would hand the reference a
+ * device vx itself cannot use: 1G is within the cap from 16 GB up.  Of the
+ * physical size, not of what is free: what the libraries need does not
+ * shrink because other processes fill the card. */
 uint64_t budget_headroom(uint64_t physical, const vx_size_t *reserve) {
   uint64_t r = vx_size_resolve(reserve, physical);
-  return r > physical / 4 ? physical / 4 : r;
+  return r > physical / 16 ? physical / 16 : r;
 }
 
 void budget_size_from_free(uint64_t physical, uint64_t free, uint64_t held,
@@ -259,10 +262,15 @@ static uint64_t sub_sat(uint64_t *v, uint64_t n) {
 }
 
 int budget_try_charge(int dev, uint64_t n) {
+  return budget_try_charge_below(dev, n, 0);
+}
+
+int budget_try_charge_below(int dev, uint64_t n, uint64_t keep) {
   struct budget *b = budget_of(dev);
   if (!b || !budget_ready(dev)) return 0;
   uint64_t cur = __atomic_load_n(&b->used, __ATOMIC_RELAXED);
   uint64_t limit = __atomic_load_n(&b->limit, __ATOMIC_RELAXED);
+  limit = limit > keep ? limit - keep : 0;
   do {
     if (n > limit || cur > limit - n) return 0;
   } while (

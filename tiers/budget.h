@@ -27,7 +27,7 @@ uint64_t budget_limit(int dev);
 uint64_t budget_physical(int dev);
 /* What native and managed data together may occupy on the device: free at
  * first context use plus what vx processes hold there, less VX_RESERVE (the
- * reserve capped at a quarter of the device); physical minus VX_RESERVE
+ * reserve capped at a sixteenth of the device); physical minus VX_RESERVE
  * until then.  0 when the device is not initialised. */
 uint64_t budget_usable(int dev);
 uint64_t budget_used(int dev);
@@ -35,6 +35,9 @@ uint64_t budget_used(int dev);
  * them (other live vx processes' shares leave room): returns 1 (charged)
  * or 0 (nothing charged: the allocation goes to managed memory). */
 int budget_try_charge(int dev, uint64_t n);
+/* The same, leaving `keep` bytes of the limit uncharged (the residency
+ * manager's room for movable data, place.c). */
+int budget_try_charge_below(int dev, uint64_t n, uint64_t keep);
 /* Charges n bytes even past the limit; reserved in the ledger when it has
  * room, else remembered as owed so releases stay exact. */
 void budget_charge(int dev, uint64_t n);
@@ -43,7 +46,7 @@ void budget_release(int dev, uint64_t n);
 
 // ---- reserve, concurrent managed access, host cap ----
 
-/* VX_RESERVE for a device of `physical` bytes, at most a quarter of it. */
+/* VX_RESERVE for a device of `physical` bytes, at most a sixteenth of it. */
 uint64_t budget_headroom(uint64_t physical, const vx_size_t *reserve);
 /* Pure: the budget from `free` bytes reported free plus `held` bytes that
  * vx processes already hold on the device (they are budgeted, not gone),

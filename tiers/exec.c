@@ -97,12 +97,13 @@ int exec_planning(void) {
   return ex_planning;
 }
 
-/* Device bytes that can hold data: physical minus VX_RESERVE (managed
- * pages live wherever the device has room, not only under VX_DEVICE_LIMIT,
- * which governs native placement); native allocations are charged against
- * it as POL_ALLOC_NATIVE. */
+/* The residency manager's capacity: the device budget (VX_DEVICE_LIMIT,
+ * or free at first use minus VX_RESERVE), which covers native bytes (charged
+ * against it as POL_ALLOC_NATIVE) and the managed chunks the policy keeps
+ * on the device.  A budget below physical memory so behaves like a smaller
+ * device. */
 uint64_t exec_capacity(int dev) {
-  return budget_usable(dev);
+  return budget_limit(dev);
 }
 
 static int make_policy_locked(ex_dev_t *d, int dev) {

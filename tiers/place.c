@@ -93,6 +93,29 @@ static void advise(CUdeviceptr p, size_t size, int dev, int tier) {
     VX_LOG_ONCE(VX_LOG_INFO, "cuMemAdvise failed (%d): host-tier memory left unadvised", (int)r);
 }
 
+/* The residency manager's rule (README "How it works"): the device budget
+ * holds native bytes and the managed bytes resident on the device, and
+ * under VX_POLICY=predict native allocations stop short of the budget by
+ * VX_MOVABLE, the room the predictor stages movable chunks in
+ * (exec_capacity gives it the budget; native bytes count against it).
+ * First come stays native: in a training program those are the weights and
+ * optimiser state, used every iteration.  A program within budget -
+ * VX_MOVABLE is fully native; one within the budget has movable data that
+ * stays resident (nothing evicts it); past the budget the predictor
+ * streams the movable part through its room.  Why a fixed share rather
+ * than native-first: native bytes never move, so with native-first the
+ * room left for what does move is whatever the last native allocation
+ * left, often nothing, and the predictor has no place to prefetch into.
+ * For a cyclic working set of T bytes the least traffic per cycle is
+ * T - budget either way (native N never misses, the room M holds M of the
+ * T - N that cycle), so the share costs no traffic and buys the overlap. */
+static uint64_t movable_room(int dev) {
+  if (!exec_planning()) return 0; /* demand, static: native while the budget has room */
+  uint64_t room = vx_size_resolve(&vx_opt.MOVABLE, budget_limit(dev));
+  uint64_t lim = budget_limit(dev);
+  return room > lim ? lim : room;
+}
+
 static int decide(int dev, size_t size, uint64_t *charged) {
   uint64_t phys = budget_physical(dev);
   *charged = 0;
@@ -113,7 +136,7 @@ static int decide(int dev, size_t size, uint64_t *charged) {
     *charged = size;
     return VX_TIER_NATIVE;
   }
-  if (budget_try_charge(dev, size)) {
+  if (budget_try_charge_below(dev, size, movable_room(dev))) {
     *charged = size;
     return VX_TIER_NATIVE;
   }

@@ -241,7 +241,7 @@ int main(int argc, char **argv) {
                      : !strcmp(mode, "unseen")
                          ? "SIMCUDA_FAIL=cuFuncGetParamInfo:1+:999,cuKernelGetParamInfo:1+:999"
                          : "SIMCUDA_FAIL=";
-  const char *env[] = {"SIMCUDA_VRAM=128M", e_dir, e_rep, e_lim, engine, nvme_limit, fail, NULL};
+  const char *env[] = {"SIMCUDA_VRAM=128M", "VX_MOVABLE=0", e_dir, e_rep, e_lim, engine, nvme_limit, fail, NULL};
   const char *args[] = {mode, NULL};
   static vxt_run_t r;
   VXT_ASSERT(vxt_run(&r, 1, env, args) == 0);

@@ -183,7 +183,7 @@ int main(int argc, char **argv) {
   char report[256], env_report[300];
   vxt_tmpname(report, sizeof report, ".json");
   snprintf(env_report, sizeof env_report, "VX_REPORT=%s", report);
-  const char *env1[] = {"SIMCUDA_VRAM=64M", "VX_DEVICE_LIMIT=48M", "VX_NATIVE_MAX=0", env_report,
+  const char *env1[] = {"SIMCUDA_VRAM=64M", "VX_DEVICE_LIMIT=48M", "VX_NATIVE_MAX=0", "VX_MOVABLE=0", env_report,
                         NULL};
   VXT_ASSERT(vxt_run(r, 1, env1, args) == 0);
   VXT_ASSERT(r->status == 0 && strstr(r->out, "ok "), "with vx: status %d\n%s%s", r->status, r->out,

@@ -4,7 +4,8 @@
  * Each simulated driver is private to its process, so two processes each
  * see the whole device; the ledger (keyed by VX_LEDGER, or by the device
  * UUID, which the simulator derives from the ordinal) is what makes them
- * agree.  Device: SIMCUDA_VRAM=64M, VX_RESERVE=16M: 48M for all together. */
+ * agree.  Device: SIMCUDA_VRAM=256M, VX_RESERVE=16M (a sixteenth, the most
+ * the reserve may take): 240M for all together. */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -18,7 +19,7 @@
 #include "vxt.h"
 
 #define MB (1ULL << 20)
-enum { BUF = 4 * MB, CAPACITY = 48 * MB };
+enum { BUF = 20 * MB, CAPACITY = 240 * MB };
 
 // ---- the worker: allocate, verify, report, hold, free ----
 
@@ -95,9 +96,10 @@ static void spawn(proc_t *w, int nbuf, int hold, const char *ledger) {
     if (!freopen(w->errpath, "w", stderr)) _exit(2);
     close(in[1]);
     close(out[0]);
-    setenv("SIMCUDA_VRAM", "64M", 1);
+    setenv("SIMCUDA_VRAM", "256M", 1);
     setenv("VX_RESERVE", "16M", 1);
     setenv("VX_NATIVE_MAX", "64K", 1);
+    setenv("VX_MOVABLE", "0", 1); /* native while the budget has room: the shares counted */
     setenv("VX_STATS", "0", 1);
     unsetenv("VX_DEVICE_LIMIT");
     if (ledger)
@@ -220,21 +222,21 @@ static void share_and_kill(void) {
   proc_t a, b, c;
   spawn(&a, 8, 1, ledger_name);
   report(&a);
-  VXT_ASSERT(a.native == 32 * MB && a.managed == 0, "A: native %llu managed %llu",
+  VXT_ASSERT(a.native == 160 * MB && a.managed == 0, "A: native %llu managed %llu",
              (unsigned long long)a.native, (unsigned long long)a.managed);
   spawn(&b, 8, 1, ledger_name);
   report(&b);
-  VXT_ASSERT(b.native == 16 * MB && b.managed == 16 * MB, "B: native %llu managed %llu",
+  VXT_ASSERT(b.native == 80 * MB && b.managed == 80 * MB, "B: native %llu managed %llu",
              (unsigned long long)b.native, (unsigned long long)b.managed);
   VXT_ASSERT(a.native + b.native <= CAPACITY);
   uint64_t total;
-  VXT_ASSERT(share_of(key, a.pid, &total) == 32 * MB);
-  VXT_ASSERT(share_of(key, b.pid, NULL) == 16 * MB);
+  VXT_ASSERT(share_of(key, a.pid, &total) == 160 * MB);
+  VXT_ASSERT(share_of(key, b.pid, NULL) == 80 * MB);
   VXT_ASSERT(total == CAPACITY, "ledger total %llu", (unsigned long long)total);
-  top_shows(key, a.pid, "32M", b.pid, "16M");
+  top_shows(key, a.pid, "160M", b.pid, "80M");
   finish(&b); /* B's frees return its share */
-  VXT_ASSERT(share_of(key, a.pid, &total) == 32 * MB && total == 32 * MB);
-  kill9(&a); /* dies holding 32M */
+  VXT_ASSERT(share_of(key, a.pid, &total) == 160 * MB && total == 160 * MB);
+  kill9(&a); /* dies holding 160M */
   spawn(&c, 12, 1, ledger_name);
   report(&c);
   VXT_ASSERT(c.native == CAPACITY && c.managed == 0,
@@ -242,7 +244,7 @@ static void share_and_kill(void) {
              (unsigned long long)c.managed);
   VXT_ASSERT(share_of(key, c.pid, &total) == CAPACITY && total == CAPACITY);
   finish(&c);
-  printf("share_and_kill: A 32M native; B 16M native + 16M managed; A killed; C 48M native\n");
+  printf("share_and_kill: A 160M native; B 80M native + 80M managed; A killed; C 240M native\n");
 }
 
 /* VX_LEDGER=uuid keys the ledger by the device UUID: the worker's slot is in the ledger
@@ -266,7 +268,7 @@ static void fallback(void) {
   proc_t e;
   spawn(&e, 8, 1, "bad name!");
   report(&e);
-  VXT_ASSERT(e.native == 32 * MB && e.managed == 0);
+  VXT_ASSERT(e.native == 160 * MB && e.managed == 0);
   char *err = vxt_read_file(e.errpath);
   VXT_ASSERT(err);
   int lines = 0;

@@ -107,6 +107,7 @@ static void check_reserve(const char *reserve, uint64_t headroom) {
                        "SIMCUDA_CTX_OVERHEAD=32M",
                        "VX_NATIVE_MAX=0",
                        "VX_LEDGER=off",
+                       "VX_MOVABLE=0", /* native while the budget has room */
                        "VX_DEVICE_LIMIT=",
                        e_report,
                        reserve[0] ? e_reserve : "VX_RESERVE=",
@@ -145,6 +146,7 @@ static void check_nocma(void) {
                         "VX_DEVICE_LIMIT=16M",
                         "VX_NATIVE_MAX=0",
                         "VX_LEDGER=off",
+                       "VX_MOVABLE=0", /* native while the budget has room */
                         "VX_REPORT_MEMORY=extended",
                         e_report,
                         NULL};
@@ -178,6 +180,7 @@ static void check_hostmax(const char *dir) {
                        "VX_DEVICE_LIMIT=16M",
                        "VX_NATIVE_MAX=0",
                        "VX_LEDGER=off",
+                       "VX_MOVABLE=0", /* native while the budget has room */
                        "VX_REPORT_MEMORY=extended",
                        "VX_HOST_MAX=32M",
                        dir ? "VX_HOST_LIMIT=8M" : "VX_HOST_LIMIT=",
@@ -209,8 +212,8 @@ int main(int argc, char **argv) {
   VXT_ASSERT(argc == 2, "usage: t_reserve reserve|nocma|hostmax");
   VXT_ASSERT(vxt_vx_preloaded(), "run me with libvx.so in LD_PRELOAD");
   if (!strcmp(argv[1], "reserve")) {
-    check_reserve("8M", 8 * MB);
-    check_reserve("", 16 * MB); /* the 1G default, capped at a quarter of 64M */
+    check_reserve("0", 0); /* no headroom: the budget is all that was free */
+    check_reserve("", 4 * MB); /* the 1G default, capped at a sixteenth of 64M */
   } else if (!strcmp(argv[1], "nocma")) {
     check_nocma();
   } else if (!strcmp(argv[1], "hostmax")) {

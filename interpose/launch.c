@@ -61,23 +61,33 @@ static CUresult make_resident(const obs_set_t *s, const CUdeviceptr *vals, int n
   return CUDA_SUCCESS;
 }
 
-/* Chunk ranges for the policy: from the lowest pointer into each
- * allocation to its end.  A kernel may index anywhere past its pointer, so
- * the rest of the buffer is conservatively in; what lies before the pointer
- * is not (C semantics: the object a pointer argument names starts there),
- * which keeps sub-buffers of one big allocation (a framework's caching
- * allocator) from dragging in the whole segment.  A miss is only a fault:
- * managed memory stays correct.  The spill tier, where a miss would be data
- * loss, gets whole allocations (make_resident above). */
-static uint32_t ranges_of(const obs_set_t *s, pol_range_t *r, int nonnative_only, int *dev) {
+/* Chunk ranges for the policy and the trace: from the lowest pointer into
+ * each allocation to the end of the objects the pointers name.  What lies
+ * before a pointer is out (C semantics: the object a pointer argument
+ * names starts there); where an object ends is learned (exec_extent: the
+ * next pointer other launches pass into the same allocation), else the
+ * allocation's end.  So the tensors of a caching allocator's segment do
+ * not drag in the rest of it.  A miss is only a fault: managed memory
+ * stays correct.  The spill tier, where a miss would be data loss, gets
+ * whole allocations (make_resident above). */
+static uint32_t ranges_of(const obs_set_t *s, const CUdeviceptr *vals, int nv, pol_range_t *r,
+                          int nonnative_only, int *dev) {
   uint32_t n = 0;
   for (int i = 0; i < s->n; i++) {
     const vx_alloc_info_t *a = &s->a[i];
     if ((nonnative_only && a->tier == VX_TIER_NATIVE) || !a->id) continue;
     uint32_t first = (uint32_t)((s->lo[i] - a->base) >> VX_CHUNK_SHIFT);
-    uint32_t last = (uint32_t)((a->size - 1) >> VX_CHUNK_SHIFT);
+    uint32_t count = (uint32_t)((a->size - 1) >> VX_CHUNK_SHIFT) - first + 1;
+    if (a->tier != VX_TIER_NATIVE && a->size > (1ull << VX_CHUNK_SHIFT)) {
+      /* Movable and more than a chunk: bounded by the objects' extents. */
+      uint64_t offs[OBS_MAX_VALS];
+      int k = 0;
+      for (int v = 0; v < nv && k < OBS_MAX_VALS; v++)
+        if (vals[v] >= a->base && vals[v] - a->base < a->size) offs[k++] = vals[v] - a->base;
+      exec_extent(a->dev, a->id, a->size, offs, k, &first, &count);
+    }
     r[n++] = (pol_range_t){
-        .alloc_id = a->id, .first = first, .count = last - first + 1, .mode = POL_ACCESS_UNKNOWN};
+        .alloc_id = a->id, .first = first, .count = count, .mode = POL_ACCESS_UNKNOWN};
     if (*dev < 0) *dev = a->dev;
   }
   return n;
@@ -102,11 +112,11 @@ static CUresult predict_vals(const vx_launch_t *l, const CUdeviceptr *vals, int 
   pol_range_t r[OBS_MAX_ALLOCS];
   int dev = -1;
   if (tracing) {
-    uint32_t n = ranges_of(&s, r, 0, &dev);
+    uint32_t n = ranges_of(&s, vals, nv, r, 0, &dev);
     if (n) trace_rec_launch(dev, kernel, (uint64_t)(uintptr_t)st, r, n);
   }
   dev = -1;
-  uint32_t n = s.nonnative && exec_planning() ? ranges_of(&s, r, 1, &dev) : 0;
+  uint32_t n = s.nonnative && exec_planning() ? ranges_of(&s, vals, nv, r, 1, &dev) : 0;
   return n ? exec_launch(dev, kernel, st, r, n) : CUDA_SUCCESS;
 }
 

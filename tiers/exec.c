@@ -20,12 +20,16 @@
 #define EX_PLAN_CAP 128
 #define EX_BATCH 64
 #define EX_RING 256 /* events marking the end of recent AHEAD prefetches */
+#define EX_STARTS 64 /* pointer offsets remembered per allocation (extents) */
 
 typedef struct ex_alloc {
   uint64_t id;
   CUdeviceptr base;
   size_t size;
   uint32_t nchunks;
+  uint32_t nstarts;
+  uint64_t starts[EX_STARTS]; /* sorted: offsets launches have passed pointers to */
+  uint64_t seen[EX_STARTS];   /* the launch count when each was last passed */
   UT_hash_handle hh;
   uint32_t ahead[]; /* per chunk: the AHEAD batch (seq) that brought it in and
                      * no launch has used since; 0 = none */
@@ -47,6 +51,7 @@ typedef struct ex_side {
 
 typedef struct ex_dev {
   pthread_mutex_t lock;
+  uint64_t launches; /* exec_extent calls: the age of remembered starts */
   pol_t *pol;
   int failed;   /* pol_create failed: no plans on this device */
   uint32_t seq; /* AHEAD batches planned */
@@ -168,6 +173,69 @@ void exec_free(const vx_alloc_info_t *a) {
   }
   pthread_mutex_unlock(&d->lock);
   free(e);
+}
+
+// ---- extents: where a tensor inside a segment ends ----
+
+/* Remembers offset `off` as a start of e (the oldest start gives way when
+ * the table is full). */
+static void start_note(ex_alloc_t *e, uint64_t off, uint64_t now) {
+  uint32_t i = 0;
+  while (i < e->nstarts && e->starts[i] < off)
+    i++;
+  if (i < e->nstarts && e->starts[i] == off) {
+    e->seen[i] = now;
+    return;
+  }
+  if (e->nstarts == EX_STARTS) { /* drop the least recently passed */
+    uint32_t old = 0;
+    for (uint32_t k = 1; k < e->nstarts; k++)
+      if (e->seen[k] < e->seen[old]) old = k;
+    memmove(&e->starts[old], &e->starts[old + 1], (e->nstarts - old - 1) * sizeof e->starts[0]);
+    memmove(&e->seen[old], &e->seen[old + 1], (e->nstarts - old - 1) * sizeof e->seen[0]);
+    e->nstarts--;
+    if (old < i) i--;
+  }
+  memmove(&e->starts[i + 1], &e->starts[i], (e->nstarts - i) * sizeof e->starts[0]);
+  memmove(&e->seen[i + 1], &e->seen[i], (e->nstarts - i) * sizeof e->seen[0]);
+  e->starts[i] = off, e->seen[i] = now;
+  e->nstarts++;
+}
+
+/* The end of the object at `off`: the next start above it, else the end. */
+static uint64_t start_next(const ex_alloc_t *e, uint64_t off) {
+  for (uint32_t i = 0; i < e->nstarts; i++)
+    if (e->starts[i] > off) return e->starts[i];
+  return e->size;
+}
+
+void exec_extent(int dev, uint64_t id, uint64_t size, const uint64_t *offs, int n,
+                 uint32_t *first, uint32_t *count) {
+  uint64_t lo = size, hi = 0;
+  for (int k = 0; k < n; k++)
+    if (offs[k] < lo) lo = offs[k];
+  if (lo >= size) lo = 0;
+  hi = size;
+  ex_dev_t *d = dev_of(dev);
+  ex_alloc_t *e = NULL;
+  if (ex_planning && n > 0) {
+    pthread_mutex_lock(&d->lock);
+    HASH_FIND(hh, d->by_id, &id, sizeof id, e);
+    if (e) {
+      uint64_t now = ++d->launches;
+      for (int k = 0; k < n; k++)
+        if (offs[k] < e->size) start_note(e, offs[k], now);
+      hi = 0;
+      for (int k = 0; k < n; k++) {
+        uint64_t end = offs[k] < e->size ? start_next(e, offs[k]) : e->size;
+        if (end > hi) hi = end;
+      }
+    }
+    pthread_mutex_unlock(&d->lock);
+  }
+  if (hi <= lo) hi = size;
+  *first = (uint32_t)(lo >> VX_CHUNK_SHIFT);
+  *count = (uint32_t)(((hi - 1) >> VX_CHUNK_SHIFT) - *first + 1);
 }
 
 // ---- planning (under the device lock) ----

@@ -32,6 +32,19 @@ int exec_planning(void);
 void exec_alloc(const vx_alloc_info_t *a);
 void exec_free(const vx_alloc_info_t *a);
 
+/* The chunks [*first, *first + *count) a launch's pointers offs[0..n)
+ * into allocation `id` (of `size` bytes) reach: from the lowest pointer to
+ * the furthest end of an object, where an object at offset p ends at the
+ * next offset any launch has passed a pointer to (within the last 64
+ * distinct ones), else at the allocation's end.  A framework's caching
+ * allocator carves tensors out of 20 MiB (or larger) segments and kernels
+ * get interior pointers: without the bound every tensor would drag in the
+ * rest of its segment.  A range cut short by a stale start only costs a
+ * fault (managed memory); the NVMe tier takes whole allocations.  Learns
+ * the offsets as starts; takes the device's policy lock. */
+void exec_extent(int dev, uint64_t id, uint64_t size, const uint64_t *offs, int n,
+                 uint32_t *first, uint32_t *count);
+
 /* A launch on device `dev` reaching ranges[0..n) of vx-tracked non-native
  * allocations is about to be enqueued on `stream` (already resolved: the
  * per-thread stream for _ptsz forms), which the caller has checked is not

@@ -142,10 +142,12 @@ static void print_stats(size_t bad) {
          "\"total_ns\":%" PRIu64 ",\"stall_ns\":%" PRIu64 ",\"kernel_ns\":%" PRIu64
          ",\"faults\":%" PRIu64 ",\"fault_batches\":%" PRIu64 ",\"bytes_prefetch_htod\":%" PRIu64
          ",\"bytes_fault_htod\":%" PRIu64 ",\"bytes_prefetch_dtoh\":%" PRIu64
-         ",\"bytes_evict_dtoh\":%" PRIu64 ",\"evictions\":%" PRIu64 "}\n",
+         ",\"bytes_evict_dtoh\":%" PRIu64 ",\"evictions\":%" PRIu64
+         ",\"device_used_peak\":%" PRIu64 "}\n",
          pol && *pol ? pol : "none", layers, iters, words * 4 >> 20, bad, st.total_ns,
          st.stall_ns, st.kernel_ns, st.faults, st.fault_batches, st.bytes_prefetch_htod,
-         st.bytes_fault_htod, st.bytes_prefetch_dtoh, st.bytes_evict_dtoh, st.evictions);
+         st.bytes_fault_htod, st.bytes_prefetch_dtoh, st.bytes_evict_dtoh, st.evictions,
+         st.device_used_peak);
 }
 
 int main(int argc, char **argv) {

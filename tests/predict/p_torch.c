@@ -91,9 +91,11 @@ static int new_segment(size_t bytes, int small) {
     fprintf(stderr, "p_torch: out of segments\n");
     exit(3);
   }
-  size_t seg = small                   ? SMALL_SEG
-               : bytes <= ca.large_seg ? ca.large_seg
-                                       : (bytes + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
+  /* kLargeBuffer for requests under kMinLargeAlloc (half of it), else the
+   * request rounded up to kRoundLarge (2 MiB). */
+  size_t seg = small                      ? SMALL_SEG
+               : bytes < ca.large_seg / 2 ? ca.large_seg
+                                          : (bytes + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
   int s = ca.nseg++;
   CHECK_CU(kit_cu.cuMemAlloc_v2(&ca.base[s], seg));
   ca.size[s] = seg, ca.small[s] = small;

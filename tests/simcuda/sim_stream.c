@@ -1,5 +1,6 @@
 /* sim_stream.c: streams: one worker thread per stream runs its queue in order;
  * legacy default-stream semantics, per-thread default streams, sync/query. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,34 @@ static void tl_complete(sim_tl *tl, uint64_t seq, uint64_t t) {
   pthread_mutex_unlock(&tl->mu);
 }
 
+// ---- the op log (SIMCUDA_OPLOG=path: one line per stream operation) ----
+
+static pthread_mutex_t oplog_mu = PTHREAD_MUTEX_INITIALIZER;
+static FILE *oplog;
+static int oplog_state; /* 0 unread, 1 on, -1 off */
+
+/* "stream kind issue ready end [prefetch: dir bytes]" in virtual ns, in the
+ * order the workers ran them: a debugging aid for where a run's virtual
+ * time goes (which stream waited for what). */
+static void oplog_write(const sim_stream *s, const sim_op *op, uint64_t ready, uint64_t end) {
+  pthread_mutex_lock(&oplog_mu);
+  if (!oplog_state) {
+    const char *path = getenv("SIMCUDA_OPLOG");
+    oplog = path && *path ? fopen(path, "w") : NULL;
+    oplog_state = oplog ? 1 : -1;
+  }
+  if (oplog_state > 0) {
+    fprintf(oplog, "%llu %d %llu %llu %llu", (unsigned long long)s->id, op->kind,
+            (unsigned long long)op->issue_t, (unsigned long long)ready, (unsigned long long)end);
+    if (op->kind == OP_PREFETCH)
+      fprintf(oplog, " %s %zu", op->u.pf.loc.type == CU_MEM_LOCATION_TYPE_DEVICE ? "up" : "down",
+              op->u.pf.n);
+    fputc('\n', oplog);
+    fflush(oplog);
+  }
+  pthread_mutex_unlock(&oplog_mu);
+}
+
 // ---- the worker ----
 
 static uint64_t wait_deps(sim_op *op, uint64_t ready) {
@@ -69,6 +98,7 @@ static void *worker(void *arg) {
     uint64_t ready = op->issue_t > last ? op->issue_t : last;
     ready = wait_deps(op, ready);
     uint64_t end = sim_op_exec(op, s, ready);
+    if (oplog_state >= 0) oplog_write(s, op, ready, end);
     sim_op_free(op);
     tl_complete(&s->tl, seq, end);
     pthread_mutex_lock(&s->tl.mu);

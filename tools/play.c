@@ -18,18 +18,21 @@
 #define MAX_POL 8
 
 static const char usage_text[] =
-    "usage: vx play TRACE [--capacity S] [--policy P[,P...]] [--json] [--sim DIR]\n"
+    "usage: vx play TRACE [--capacity S] [--policy P[,P...]] [--json] [--ahead N] [--sim DIR]\n"
     "runs TRACE live: its allocations, frees and launches as a driver-API program over\n"
     "the simulated driver (timing only: no data kept) with libvx.so preloaded, once per\n"
     "policy, and prints the simulator's counters (the keys of vx replay --json)\n"
     "policies: demand static predict (default: demand,predict)\n"
     "--capacity S  simulated device memory (K/M/G; default: the trace's capacity)\n"
+    "--ahead N     the host issues a launch once the one N before it is done, as vx replay\n"
+    "              issues each when the previous starts (default 2; 0 = never waits)\n"
     "--sim DIR     directory holding the simulator's libcuda.so.1\n";
 
 struct popts {
   const char *trace, *policies, *sim;
   int json;
   uint64_t capacity;
+  long ahead;
 };
 
 struct pres {
@@ -85,6 +88,12 @@ static int parse_args(int argc, char **argv, struct popts *o) {
         return fprintf(stderr, "vx play: bad value '%s' for --capacity (a size: 512M, 8G)\n", v), 2;
     } else if (!strcmp(a, "--policy")) {
       o->policies = v;
+    } else if (!strcmp(a, "--ahead")) {
+      char *end;
+      errno = 0;
+      o->ahead = strtol(v, &end, 10);
+      if (!*v || *end || errno || o->ahead < 0 || o->ahead > 4096)
+        return fprintf(stderr, "vx play: bad value '%s' for --ahead (0..4096)\n", v), 2;
     } else if (!strcmp(a, "--sim")) {
       o->sim = v;
     } else if (a[0] != '-' && !o->trace) {
@@ -228,7 +237,9 @@ static int run_child(const struct popts *o, const char *policy, uint64_t cap, co
     close(fd[0]);
     close(fd[1]);
     if (child_env(policy, cap, libvx, sim) == 0) {
-      char *args[] = {"vx", "play", "--child", (char *)o->trace, NULL};
+      char ahead[24];
+      snprintf(ahead, sizeof ahead, "%ld", o->ahead);
+      char *args[] = {"vx", "play", "--child", (char *)o->trace, ahead, NULL};
       execv("/proc/self/exe", args);
     }
     fprintf(stderr, "vx play: cannot start the player: %s\n", strerror(errno));
@@ -280,8 +291,9 @@ static void print(const struct popts *o, const struct pres *r, int n, uint64_t c
 }
 
 int vx_cmd_play(int argc, char **argv) {
-  if (argc == 3 && !strcmp(argv[1], "--child")) return vx_play_child(argv[2]);
-  struct popts o = {0};
+  if (argc == 4 && !strcmp(argv[1], "--child"))
+    return vx_play_child(argv[2], (unsigned)strtoul(argv[3], NULL, 10));
+  struct popts o = {.ahead = 2};
   int r = parse_args(argc, argv, &o);
   if (r == 1) return vx_cli_help(usage_text);
   if (r) return 2;

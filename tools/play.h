@@ -4,9 +4,10 @@
 #define VX_TOOLS_PLAY_H
 
 /* The child: plays the trace at path as a driver-API program (allocations,
- * frees, one kernel per launch), then writes one line of counters to stdout
+ * frees, one kernel per launch; the host issues launch i once launch
+ * i - ahead is done, 0 = never waits), then writes one line of counters to stdout
  * ("vxplay total_ns=N stall_ns=N bytes_up=N bytes_down=N faults=N").
  * Returns the exit status: 0, or 1 with a line on stderr. */
-int vx_play_child(const char *path);
+int vx_play_child(const char *path, unsigned ahead);
 
 #endif

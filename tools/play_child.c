@@ -30,6 +30,9 @@ int vx_play_load(const char *path, rp_trace_t *t, char *err, size_t errlen);
   X(cuStreamCreate, CUresult (*)(CUstream *, unsigned))                                            \
   X(cuMemAlloc_v2, CUresult (*)(CUdeviceptr *, size_t))                                            \
   X(cuMemFree_v2, CUresult (*)(CUdeviceptr))                                                       \
+  X(cuEventCreate, CUresult (*)(CUevent *, unsigned))                                              \
+  X(cuEventRecord, CUresult (*)(CUevent, CUstream))                                                \
+  X(cuEventSynchronize, CUresult (*)(CUevent))                                                     \
   X(cuLaunchKernel, CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,     \
                                  unsigned, unsigned, CUstream, void **, void **))                  \
   X(simcuda_register_kernel, int (*)(const char *, simcuda_kernel_fn))                             \
@@ -220,6 +223,9 @@ typedef struct player {
   pqueue *q[64];
   void **pv; /* parameter array scratch */
   CUdeviceptr *pval;
+  unsigned ahead; /* launches the host may run ahead of the device (0: unbounded) */
+  CUevent *done;  /* ring of ahead events, one recorded after each launch */
+  size_t nlaunched;
 } player;
 
 static pqueue *stream_of(player *P, uint64_t id) {
@@ -270,6 +276,13 @@ static int play_launch(player *P, const rp_event_t *ev) {
     free(d);
     return -ENOMEM;
   }
+  /* pace the host as vx replay does: launch i is issued when launch i-ahead is done */
+  if (P->ahead && P->nlaunched >= P->ahead &&
+      drv.cuEventSynchronize(P->done[P->nlaunched % P->ahead]) != CUDA_SUCCESS) {
+    free(d);
+    fprintf(stderr, "vx play: cuEventSynchronize failed\n");
+    return -EIO;
+  }
   q_push(q, d);
   CUresult r = drv.cuLaunchKernel(k->f, 1, 1, 1, 1, 1, 1, 0, q->s, ev->nr ? P->pv : NULL, NULL);
   if (r != CUDA_SUCCESS) {
@@ -278,6 +291,11 @@ static int play_launch(player *P, const rp_event_t *ev) {
     fprintf(stderr, "vx play: cuLaunchKernel failed (%d)\n", (int)r);
     return -EIO;
   }
+  if (P->ahead && drv.cuEventRecord(P->done[P->nlaunched % P->ahead], q->s) != CUDA_SUCCESS) {
+    fprintf(stderr, "vx play: cuEventRecord failed\n");
+    return -EIO;
+  }
+  P->nlaunched++;
   return 0;
 }
 
@@ -320,7 +338,16 @@ static int setup(void) {
   return r == CUDA_SUCCESS ? 0 : -ENODEV;
 }
 
-int vx_play_child(const char *path) {
+static int make_events(player *P) {
+  if (!P->ahead) return 0;
+  P->done = calloc(P->ahead, sizeof *P->done);
+  if (!P->done) return -ENOMEM;
+  for (unsigned i = 0; i < P->ahead; i++)
+    if (drv.cuEventCreate(&P->done[i], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return -EIO;
+  return 0;
+}
+
+int vx_play_child(const char *path, unsigned ahead) {
   rp_trace_t t;
   char err[256] = "";
   if (vx_play_load(path, &t, err, sizeof err) < 0) {
@@ -330,13 +357,13 @@ int vx_play_child(const char *path) {
   uint32_t maxr = 1;
   for (size_t i = 0; i < t.nev; i++)
     if (t.ev[i].type == POL_TREC_LAUNCH && t.ev[i].nr > maxr) maxr = t.ev[i].nr;
-  player P = {.t = &t};
+  player P = {.t = &t, .ahead = ahead};
   P.ptr = calloc(t.nal + 1, sizeof *P.ptr);
   P.pv = calloc(maxr, sizeof *P.pv);
   P.pval = calloc(maxr, sizeof *P.pval);
   int rc = 1;
   if (P.ptr && P.pv && P.pval && load_driver() == 0 && setup() == 0 &&
-      make_kernels(&t, &P.kerns) == 0) {
+      make_kernels(&t, &P.kerns) == 0 && make_events(&P) == 0) {
     drv.simcuda_reset_stats();
     simcuda_stats_t st;
     if (play_events(&P) == 0 && drv.simcuda_get_stats(0, &st) == 0) {

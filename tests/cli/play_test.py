@@ -77,6 +77,7 @@ def case_errors(tmp):
         ([path, "--capacity", "lots"], "--capacity"),
         ([path, "--capacity", "1K"], "below one chunk"),
         ([path, "--policy"], "needs a value"),
+        ([path, "--ahead", "-1"], "--ahead"),
         ([], "TRACE"),
     ]
     for args, what in bad:

@@ -112,6 +112,32 @@ def case_big(tmp):
         fail("with data kept the run should not fit in 2 GiB")
 
 
+def case_install(tmp):
+    # an install finds libvx.so and, once the opt-in component is installed,
+    # the simulator in <libdir>/vx/simcuda; before that it names what is missing
+    path, _ = synth(tmp, "cnn,iters=1")
+    prefix = os.path.join(tmp, "inst")
+    build = os.environ["VX_TEST_BIN_DIR"]
+    for extra in ([], ["--component", "simcuda"]):
+        p = subprocess.run(["cmake", "--install", build, "--prefix", prefix] + extra,
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            fail("cmake --install %s: %s" % (extra, p.stderr))
+        if not extra:
+            env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+            p = subprocess.run([os.path.join(prefix, "bin", "vx"), "play", path], env=env,
+                               capture_output=True, text=True)
+            if p.returncode != 1 or "libcuda.so.1" not in p.stderr or \
+                    "vx/simcuda" not in p.stderr:
+                fail("installed vx play without the simulator: %d %r" % (p.returncode, p.stderr))
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    p = subprocess.run([os.path.join(prefix, "bin", "vx"), "play", path, "--json", "--policy",
+                        "demand"], env=env, capture_output=True, text=True)
+    if p.returncode != 0 or json.loads(p.stdout)["total_s"] <= 0:
+        fail("installed vx play: %d %s %s" % (p.returncode, p.stdout, p.stderr))
+
+
 with tempfile.TemporaryDirectory() as tmp:
-    {"json": case_json, "errors": case_errors, "big": case_big}[sys.argv[2]](tmp)
+    {"json": case_json, "errors": case_errors, "big": case_big,
+     "install": case_install}[sys.argv[2]](tmp)
 print("ok")

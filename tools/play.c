@@ -37,7 +37,7 @@ struct popts {
 
 struct pres {
   char policy[16];
-  unsigned long long total_ns, stall_ns, up, down, faults;
+  unsigned long long total_ns, stall_ns, up, down, faults, compute_ns;
 };
 
 static int bad(const char *msg, const char *arg) {
@@ -252,8 +252,9 @@ static int run_child(const struct popts *o, const char *policy, uint64_t cap, co
   while (f && fgets(line, sizeof line, f))
     if (!got && sscanf(line,
                        "vxplay total_ns=%llu stall_ns=%llu bytes_up=%llu bytes_down=%llu "
-                       "faults=%llu",
-                       &res->total_ns, &res->stall_ns, &res->up, &res->down, &res->faults) == 5)
+                       "faults=%llu compute_ns=%llu",
+                       &res->total_ns, &res->stall_ns, &res->up, &res->down, &res->faults,
+                       &res->compute_ns) == 6)
       got = 1;
   if (f)
     fclose(f);
@@ -280,9 +281,10 @@ static void print(const struct popts *o, const struct pres *r, int n, uint64_t c
   for (int i = 0; i < n; i++) {
     if (o->json)
       printf("{\"policy\":\"%s\",\"source\":\"live\",\"total_s\":%.6f,\"stall_s\":%.6f,"
-             "\"bytes_up\":%llu,\"bytes_down\":%llu,\"faults\":%llu,\"capacity\":%llu}\n",
-             r[i].policy, r[i].total_ns / 1e9, r[i].stall_ns / 1e9, r[i].up, r[i].down, r[i].faults,
-             (unsigned long long)cap);
+             "\"compute_s\":%.6f,\"bytes_up\":%llu,\"bytes_down\":%llu,\"faults\":%llu,"
+             "\"capacity\":%llu}\n",
+             r[i].policy, r[i].total_ns / 1e9, r[i].stall_ns / 1e9, r[i].compute_ns / 1e9, r[i].up,
+             r[i].down, r[i].faults, (unsigned long long)cap);
     else
       printf("%-9s %10.4f %10.4f %10.3f %10.3f %10llu\n", r[i].policy, r[i].total_ns / 1e9,
              r[i].stall_ns / 1e9, (double)r[i].up / (1 << 30), (double)r[i].down / (1 << 30),

@@ -62,6 +62,17 @@ def case_json(tmp):
     if p.returncode != 0 or big["capacity"] != rep["capacity"] * 4 or \
             big["bytes_up"] >= rows[0]["bytes_up"]:
         fail("--capacity: %s %s" % (p.stdout, p.stderr))
+    # the same compute time as offline, and with room for everything (nothing
+    # moves) the same total virtual time as vx replay's "infinite", to the ns
+    if abs(rows[0]["compute_s"] - rep["compute_s"]) > 2e-6:
+        fail("compute_s: live %s, replay %s" % (rows[0]["compute_s"], rep["compute_s"]))
+    p = run(["replay", path, "--policy", "infinite", "--json"])
+    inf = json.loads(p.stdout)
+    p = run(["play", path, "--policy", "demand", "--json", "--capacity", "1T"])
+    roomy = json.loads(p.stdout)
+    if p.returncode != 0 or roomy["faults"] != 0 or roomy["bytes_up"] != 0 or \
+            abs(roomy["total_s"] - inf["total_s"]) > 2e-6:
+        fail("nothing to move: live %s, replay infinite %s" % (roomy, inf))
     # the text table names every policy
     p = run(["play", path, "--policy", "static"])
     if p.returncode != 0 or "static" not in p.stdout or "total_s" not in p.stdout:

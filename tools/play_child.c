@@ -350,6 +350,29 @@ static int make_events(player *P) {
   return 0;
 }
 
+/* After the last launch completed: every queue is empty.  The driver's
+ * objects (module, streams, events) go with the process. */
+static void free_player(player *P) {
+  pkern *k, *kt;
+  HASH_ITER(hh, P->kerns, k, kt) {
+    HASH_DEL(P->kerns, k);
+    free(k);
+  }
+  pqueue *q, *qt;
+  pthread_mutex_lock(&qmu);
+  HASH_ITER(hh, queues, q, qt) {
+    HASH_DEL(queues, q);
+    for (pdesc *d = q->head, *n; d; d = n)
+      n = d->next, free(d);
+    free(q);
+  }
+  pthread_mutex_unlock(&qmu);
+  free(P->ptr);
+  free(P->pv);
+  free(P->pval);
+  free(P->done);
+}
+
 int vx_play_child(const char *path, unsigned ahead) {
   rp_trace_t t;
   char err[256] = "";
@@ -384,7 +407,7 @@ int vx_play_child(const char *path, unsigned ahead) {
       rc = 0;
     }
   }
-  /* the process ends here: the driver, vx and the kernels' queues go with it */
+  free_player(&P);
   rp_trace_free(&t);
   return rc;
 }

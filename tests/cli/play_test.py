@@ -19,11 +19,20 @@ def fail(msg):
     sys.exit(1)
 
 
+def base_env():
+    e = dict(os.environ)
+    san = os.environ.get("VX_TEST_SAN_RUNTIME")
+    if san:  # the player's child preloads libvx.so: the runtime must come first
+        e["LD_PRELOAD"] = san
+        e["ASAN_OPTIONS"] = "verify_asan_link_order=0:" + e.get("ASAN_OPTIONS", "")
+    return e
+
+
 def run(args, env=None, limit=None):
     def pre():
         if limit:
             resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-    e = dict(os.environ)
+    e = base_env()
     e.update(env or {})
     return subprocess.run([VX] + args, capture_output=True, text=True, env=e,
                           preexec_fn=pre, timeout=600)
@@ -135,13 +144,13 @@ def case_install(tmp):
         if p.returncode != 0:
             fail("cmake --install %s: %s" % (extra, p.stderr))
         if not extra:
-            env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+            env = {k: v for k, v in base_env().items() if k != "LD_LIBRARY_PATH"}
             p = subprocess.run([os.path.join(prefix, "bin", "vx"), "play", path], env=env,
                                capture_output=True, text=True)
             if p.returncode != 1 or "libcuda.so.1" not in p.stderr or \
                     "vx/simcuda" not in p.stderr:
                 fail("installed vx play without the simulator: %d %r" % (p.returncode, p.stderr))
-    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    env = {k: v for k, v in base_env().items() if k != "LD_LIBRARY_PATH"}
     p = subprocess.run([os.path.join(prefix, "bin", "vx"), "play", path, "--json", "--policy",
                         "demand"], env=env, capture_output=True, text=True)
     if p.returncode != 0 or json.loads(p.stdout)["total_s"] <= 0:

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <uthash.h>
 
+#include "costs.h"
 #include "replay.h"
 
 enum { C_FRESH = 0, C_HOST, C_DEV, C_DEAD };
@@ -48,10 +49,10 @@ struct eng {
 
 void rp_model_default(rp_model_t *m, uint64_t capacity) {
   *m = (rp_model_t){.capacity = capacity,
-                    .link_bps = 25e9,
-                    .dev_bps = 3e12,
-                    .fault_ns = 45000,
-                    .fault_batch = 32};
+                    .link_bps = VX_COST_LINK_GBPS * 1e9,
+                    .dev_bps = VX_COST_DEV_GBPS * 1e9,
+                    .fault_ns = VX_COST_FAULT_NS,
+                    .fault_batch = VX_COST_FAULT_BATCH};
 }
 
 static const char *const policies[] = {"demand", "deepum",   "static", "predict",

@@ -47,7 +47,7 @@ static void copy_counters_locked(sim_dev *d, int dir, size_t n) {
 }
 
 uint64_t sim_copy_run(sim_op *op, sim_stream *s, uint64_t ready) {
-  int e1, e2, d1, d2;
+  int e1, e2, d1 = 0, d2 = 0;
   size_t n = op->u.cp.n;
   int dir = op->u.cp.dir;
   sim_lock();
@@ -64,7 +64,16 @@ uint64_t sim_copy_run(sim_op *op, sim_stream *s, uint64_t ready) {
     sim_ctx_set_sticky(s->ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
     return ready;
   }
-  if (n) memmove(dst, src, n);
+  if (!n) {
+  } else if (!sim_g.timing_only) {
+    memmove(dst, src, n);
+  } else if (!op->u.cp.hdst && d1) {
+    /* timing-only: device or managed bytes are not kept */
+  } else if (!op->u.cp.hsrc && d2) {
+    memset(dst, 0, n); /* timing-only: device bytes read as zeros */
+  } else {
+    memmove(dst, src, n);
+  }
   sim_lock();
   sim_dev *d = &sim_g.dev[s->ctx->dev];
   copy_counters_locked(d, dir, n);
@@ -92,7 +101,9 @@ uint64_t sim_set_run(sim_op *op, sim_stream *s, uint64_t ready) {
     sim_ctx_set_sticky(s->ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
     return ready;
   }
-  if (op->u.set.elsize == 1) {
+  if (sim_g.timing_only) {
+    /* timing-only: device bytes are not kept */
+  } else if (op->u.set.elsize == 1) {
     memset(dst, (int)op->u.set.val, bytes);
   } else if (op->u.set.elsize == 2) {
     uint16_t *p = dst, v = (uint16_t)op->u.set.val;

@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
+#include "costs.h" /* policy/costs.h: the cost model shared with vx replay */
 #include "sim_internal.h"
 
 sim_global sim_g = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -132,6 +134,23 @@ static int parse_reserve_env(void) {
   return 0;
 }
 
+/* SIMCUDA_TIMING_ONLY=0|1 (issue 11, vx play). */
+static int parse_timing_only(void) {
+  const char *t = getenv("SIMCUDA_TIMING_ONLY");
+  sim_g.timing_only = 0;
+  if (!t || !*t) return 0;
+  if (strcmp(t, "0") != 0 && strcmp(t, "1") != 0) {
+    sim_log("simcuda: bad SIMCUDA_TIMING_ONLY='%s' (0 or 1)", t);
+    return -EINVAL;
+  }
+  sim_g.timing_only = t[0] == '1';
+  return 0;
+}
+
+int sim_data_prot(void) {
+  return sim_g.timing_only ? PROT_READ : PROT_READ | PROT_WRITE;
+}
+
 static void print_stats(void) {
   for (int d = 0; d < sim_g.ndev; d++) {
     simcuda_stats_t st;
@@ -151,11 +170,13 @@ static void print_stats(void) {
 static void boot(void) {
   double link, devbw, fault, launch;
   int err = parse_devices();
-  err |= env_num("SIMCUDA_LINK_GBPS", 25, &link);
-  err |= env_num("SIMCUDA_DEV_GBPS", 2000, &devbw);
-  err |= env_num("SIMCUDA_FAULT_NS", 45000, &fault);
-  err |= env_num("SIMCUDA_LAUNCH_NS", 3000, &launch);
+  /* defaults: the cost model vx replay uses (policy/costs.h) */
+  err |= env_num("SIMCUDA_LINK_GBPS", VX_COST_LINK_GBPS, &link);
+  err |= env_num("SIMCUDA_DEV_GBPS", VX_COST_DEV_GBPS, &devbw);
+  err |= env_num("SIMCUDA_FAULT_NS", VX_COST_FAULT_NS, &fault);
+  err |= env_num("SIMCUDA_LAUNCH_NS", VX_COST_LAUNCH_NS, &launch);
   err |= parse_reserve_env();
+  err |= parse_timing_only();
   err |= sim_driver_check(); /* SIMCUDA_DRIVER_VERSION */
   const char *f = getenv("SIMCUDA_FAIL");
   if (f && *f && sim_fail_parse(f) != 0) {

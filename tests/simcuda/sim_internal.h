@@ -62,6 +62,8 @@ typedef struct sim_global {
   /* ---- reserve / concurrent managed access (issue 12, points 3 and 4) ---- */
   size_t ctx_overhead;   /* SIMCUDA_CTX_OVERHEAD: VRAM each context takes */
   int concurrent_managed; /* SIMCUDA_CONCURRENT_MANAGED (default 1) */
+  /* ---- timing-only mode (issue 11, vx play) ---- */
+  int timing_only; /* SIMCUDA_TIMING_ONLY=1: device and managed bytes are not kept */
 } sim_global;
 
 extern sim_global sim_g;
@@ -427,5 +429,11 @@ void sim_capture_forget(sim_stream *s);
     CUresult sim_c_ = sim_capture_check_unsafe();                                                  \
     if (sim_c_ != CUDA_SUCCESS) return sim_c_;                                                     \
   } while (0)
+
+/* ---- timing-only mode (issue 11, vx play; sim_init.c) ---- */
+/* mmap protection for memory holding device or managed bytes: read/write
+ * normally; read-only in timing-only mode, so those bytes are never backed
+ * by host RAM (reads see zero pages, a write is a SIGSEGV: nothing is kept). */
+int sim_data_prot(void);
 
 #endif

@@ -11,6 +11,8 @@ struct simcuda_kctx {
   unsigned grid[3], block[3];
   sim_kcost kc;
   int bad;
+  int timed;       /* simcuda_kernel_time was called */
+  uint64_t time_ns; /* its value */
 };
 
 SIM_API void *simcuda_access(simcuda_kctx_t *k, CUdeviceptr dptr, size_t bytes, int mode) {
@@ -50,6 +52,19 @@ SIM_API void simcuda_dims(const simcuda_kctx_t *k, unsigned grid[3], unsigned bl
   }
 }
 
+SIM_API CUstream simcuda_kernel_stream(const simcuda_kctx_t *k) {
+  if (!k) return NULL;
+  if (k->s->kind == ST_LEGACY) return CU_STREAM_LEGACY;
+  if (k->s->kind != ST_USER) return CU_STREAM_PER_THREAD;
+  return (CUstream)k->s;
+}
+
+SIM_API void simcuda_kernel_time(simcuda_kctx_t *k, uint64_t ns) {
+  if (!k) return;
+  k->timed = 1;
+  k->time_ns = ns;
+}
+
 uint64_t sim_kernel_run(sim_op *op, sim_stream *s, uint64_t ready) {
   sim_func *f = op->u.k.f;
   simcuda_kctx_t k = {.s = s, .dev = s->ctx->dev};
@@ -65,8 +80,9 @@ uint64_t sim_kernel_run(sim_op *op, sim_stream *s, uint64_t ready) {
   if (k.bad) sim_ctx_set_sticky(s->ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
   sim_lock();
   sim_dev *d = &sim_g.dev[k.dev];
-  uint64_t work = sim_g.launch_ns + sim_ns_for_bytes(k.kc.bytes, sim_g.dev_gbps) +
-                  sim_ns_for_bytes(k.kc.link_bytes, sim_g.link_gbps);
+  uint64_t compute = k.timed ? k.time_ns
+                             : sim_g.launch_ns + sim_ns_for_bytes(k.kc.bytes, sim_g.dev_gbps);
+  uint64_t work = compute + sim_ns_for_bytes(k.kc.link_bytes, sim_g.link_gbps);
   uint64_t start = ready > d->compute_free ? ready : d->compute_free;
   uint64_t end = d->compute_free = start + work + k.kc.stall_ns;
   d->st.launches++;

@@ -6,7 +6,7 @@
  *   ReadMostly chunks fetched for reading keep their host copy ("dup"):
  *   evicting them costs no transfer, a write drops the host copy;
  * - a kernel touching a chunk not on its device faults it in, in batches of
- *   up to 32 chunks per simcuda_access call (FAULT_NS + bytes / link each);
+ *   up to VX_COST_FAULT_BATCH (32) chunks per simcuda_access call (FAULT_NS + bytes / link each);
  * - PreferredLocation=host: a kernel reads/writes such host chunks over the
  *   link, charged per byte touched, with no fault and no migration;
  * - AccessedBy(d): the mapping is kept, so the access takes no fault
@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "costs.h" /* policy/costs.h: VX_COST_FAULT_BATCH */
 #include "sim_internal.h"
 
 /* Faults back in after evictions before the driver pins a chunk to host
@@ -154,7 +155,7 @@ SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
   }
   sim_lock();
   a->base = sim_va_alloc_locked(span, SIM_CHUNK);
-  void *m = a->base ? mmap((void *)(uintptr_t)a->base, span, PROT_READ | PROT_WRITE,
+  void *m = a->base ? mmap((void *)(uintptr_t)a->base, span, sim_data_prot(),
                            MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
                     : MAP_FAILED;
   if (m == MAP_FAILED || sim_map_insert_locked(a) != 0) {
@@ -172,7 +173,7 @@ SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 // ---- kernel accesses ----
 
 typedef struct fault_batch {
-  sim_chunk *c[32];
+  sim_chunk *c[VX_COST_FAULT_BATCH];
   int n;
 } fault_batch;
 
@@ -269,7 +270,7 @@ int sim_managed_touch_locked(sim_alloc *a, size_t off, size_t n, int mode, int d
       continue;
     }
     b.c[b.n++] = c;
-    if (b.n == 32) flush_batch(&b, d, mode, kc);
+    if (b.n == VX_COST_FAULT_BATCH) flush_batch(&b, d, mode, kc);
   }
   flush_batch(&b, d, mode, kc);
   return 0;

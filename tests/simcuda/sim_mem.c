@@ -82,7 +82,7 @@ static CUresult native_alloc(CUdeviceptr *dptr, size_t size, sim_ctx *c) {
   sim_alloc *a = alloc_new(SIM_NATIVE, c, size);
   if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
   a->span = span;
-  a->backing = mmap(NULL, page_round(span), PROT_READ | PROT_WRITE,
+  a->backing = mmap(NULL, page_round(span), sim_data_prot(),
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (a->backing == MAP_FAILED) {
     free(a);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "costs.h" /* policy/costs.h */
 #include "simcuda.h"
 #include "sim_nvml.h"
 
@@ -251,9 +252,10 @@ NVML_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUti
   util_last[d].total = st.total_ns;
   util_last[d].kernel = st.kernel_ns;
   util_last[d].bytes = bytes;
-  /* 2000 GB/s device bandwidth: bytes per ns at full use (SIMCUDA_DEV_GBPS default). */
+  /* device bandwidth (SIMCUDA_DEV_GBPS default, policy/costs.h): bytes per ns at full use */
+  const uint64_t bw = (uint64_t)VX_COST_DEV_GBPS;
   u->gpu = dt ? (unsigned)(dk >= dt ? 100 : dk * 100 / dt) : 0;
-  u->memory = dt ? (unsigned)(db / 2000 >= dt ? 100 : db / 2000 * 100 / dt) : 0;
+  u->memory = dt ? (unsigned)(db / bw >= dt ? 100 : db / bw * 100 / dt) : 0;
   return NVML_SUCCESS;
 }
 

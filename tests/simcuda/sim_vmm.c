@@ -59,7 +59,7 @@ SIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
   if (!h) return CUDA_ERROR_OUT_OF_MEMORY;
   h->dev = d->ord;
   h->size = size;
-  h->backing = mmap(NULL, size, PROT_READ | PROT_WRITE,
+  h->backing = mmap(NULL, size, sim_data_prot(),
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (h->backing == MAP_FAILED) {
     free(h);

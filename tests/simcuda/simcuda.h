@@ -38,6 +38,16 @@ enum { SIMCUDA_READ = 1, SIMCUDA_WRITE = 2, SIMCUDA_RW = 3 };
 void *simcuda_access(simcuda_kctx_t *k, CUdeviceptr dptr, size_t bytes, int mode);
 /* Grid and block dimensions of the launch (x, y, z). */
 void simcuda_dims(const simcuda_kctx_t *k, unsigned grid[3], unsigned block[3]);
+/* The stream the launch runs on: the handle cuStreamCreate gave, or
+ * CU_STREAM_LEGACY / CU_STREAM_PER_THREAD for those streams (however the
+ * launch named them).  Kernels that run in order per stream can key
+ * out-of-band launch descriptions on it (vx play does). */
+CUstream simcuda_kernel_stream(const simcuda_kctx_t *k);
+/* Declares how long the kernel computes, in virtual ns: it replaces the
+ * launch overhead and the device-bandwidth estimate from the bytes the
+ * kernel accessed; fault stalls and bytes read over the link still add.
+ * The last call of a launch wins. */
+void simcuda_kernel_time(simcuda_kctx_t *k, uint64_t ns);
 /* Registers fn as the host body of the PTX entry `name`.  Returns 0. */
 int simcuda_register_kernel(const char *name, simcuda_kernel_fn fn);
 
@@ -110,12 +120,15 @@ int simcuda_proc_row(int i, const char **sym);
 /* ---- environment ----
  * SIMCUDA_DEVICES=n (1..8, default 1); SIMCUDA_VRAM=size[,size...] (K/M/G,
  * default 1G, one per device, the last repeats); SIMCUDA_LINK_GBPS (25),
- * SIMCUDA_DEV_GBPS (2000), SIMCUDA_FAULT_NS (45000), SIMCUDA_LAUNCH_NS (3000);
+ * SIMCUDA_DEV_GBPS (3000), SIMCUDA_FAULT_NS (45000), SIMCUDA_LAUNCH_NS (3000):
+ * the defaults are policy/costs.h, the numbers vx replay uses;
  * SIMCUDA_FAIL=entry:N[+][:code],... (code: a CUDA_ERROR_* name or number;
  * default OUT_OF_MEMORY for allocation entry points, UNKNOWN otherwise);
  * SIMCUDA_LOG=procaddr (one stderr line per lookup); SIMCUDA_STATS=1;
  * SIMCUDA_CTX_OVERHEAD=size (VRAM each live context holds, default 0);
  * SIMCUDA_CONCURRENT_MANAGED=0|1 (the attribute, default 1; see README);
+ * SIMCUDA_TIMING_ONLY=1 (no data kept: device and managed bytes read as
+ * zeros and cannot be written from the host; see README);
  * SIMCUDA_DRIVER_VERSION=12000|12020|12040|12080|13000 (13000: the release
  * imitated; the driver-V/ variants of libcuda.so.1 also hide from dlsym what
  * that release lacks).

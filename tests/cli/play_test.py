@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""play_test.py VX CASE: `vx play` plays a synthetic trace live over the
+simulated driver with libvx.so (CASE json), refuses bad input in one line
+with exit 2 (CASE errors), and in timing-only mode plays a trace whose
+footprint is far above the host memory it is given (CASE big)."""
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+
+VX = sys.argv[1]
+KEYS = ["policy", "total_s", "stall_s", "bytes_up", "bytes_down", "faults", "capacity"]
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def base_env():
+    e = dict(os.environ)
+    san = os.environ.get("VX_TEST_SAN_RUNTIME")
+    if san:  # the player's child preloads libvx.so: the runtime must come first
+        e["LD_PRELOAD"] = san
+        e["ASAN_OPTIONS"] = "verify_asan_link_order=0:" + e.get("ASAN_OPTIONS", "")
+    return e
+
+
+def run(args, env=None, limit=None):
+    def pre():
+        if limit:
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    e = base_env()
+    e.update(env or {})
+    return subprocess.run([VX] + args, capture_output=True, text=True, env=e,
+                          preexec_fn=pre, timeout=600)
+
+
+def synth(tmp, spec):
+    path = os.path.join(tmp, "t.vxt")
+    p = run(["replay", "--synth", spec, "--save", path, "--policy", "demand", "--json"])
+    if p.returncode != 0:
+        fail("vx replay --save: " + p.stderr)
+    return path, json.loads(p.stdout.splitlines()[0])
+
+
+def case_json(tmp):
+    path, rep = synth(tmp, "transformer-train,layers=4,iters=3,oversub=2")
+    p = run(["play", path, "--policy", "demand,predict", "--json"])
+    if p.returncode != 0:
+        fail("vx play exit %d: %s" % (p.returncode, p.stderr))
+    rows = [json.loads(line) for line in p.stdout.splitlines()]
+    if [r["policy"] for r in rows] != ["demand", "predict"]:
+        fail("one object per policy, in order: %s" % p.stdout)
+    for r in rows:
+        for k in KEYS:
+            if k not in r:
+                fail("key %s missing in %s" % (k, r))
+        if r["capacity"] != rep["capacity"]:
+            fail("capacity is the trace's by default: %s vs %s" % (r["capacity"], rep["capacity"]))
+        if not (r["total_s"] > 0 and 0 <= r["stall_s"] <= r["total_s"] and r["bytes_up"] > 0):
+            fail("insane figures: %s" % r)
+    if rows[0]["faults"] <= 0:
+        fail("demand faults when oversubscribed: %s" % rows[0])
+    # --capacity sets the simulated device: at 4x the trace's, demand faults less
+    p = run(["play", path, "--policy", "demand", "--json", "--capacity",
+             str(rep["capacity"] * 4)])
+    big = json.loads(p.stdout)
+    if p.returncode != 0 or big["capacity"] != rep["capacity"] * 4 or \
+            big["bytes_up"] >= rows[0]["bytes_up"]:
+        fail("--capacity: %s %s" % (p.stdout, p.stderr))
+    # the same compute time as offline, and with room for everything (nothing
+    # moves) the same total virtual time as vx replay's "infinite", to the ns
+    if abs(rows[0]["compute_s"] - rep["compute_s"]) > 2e-6:
+        fail("compute_s: live %s, replay %s" % (rows[0]["compute_s"], rep["compute_s"]))
+    p = run(["replay", path, "--policy", "infinite", "--json"])
+    inf = json.loads(p.stdout)
+    p = run(["play", path, "--policy", "demand", "--json", "--capacity", "1T"])
+    roomy = json.loads(p.stdout)
+    if p.returncode != 0 or roomy["faults"] != 0 or roomy["bytes_up"] != 0 or \
+            abs(roomy["total_s"] - inf["total_s"]) > 2e-6:
+        fail("nothing to move: live %s, replay infinite %s" % (roomy, inf))
+    # the text table names every policy
+    p = run(["play", path, "--policy", "static"])
+    if p.returncode != 0 or "static" not in p.stdout or "total_s" not in p.stdout:
+        fail("text table: %s %s" % (p.stdout, p.stderr))
+
+
+def case_errors(tmp):
+    path, _ = synth(tmp, "cnn,iters=1")
+    bad = [
+        ([path, "--policy", "oracle"], "offline"),
+        ([path, "--policy", "demand,bogus"], "unknown policy"),
+        ([os.path.join(tmp, "missing.vxt")], "No such file"),
+        ([path, "--capacity", "lots"], "--capacity"),
+        ([path, "--capacity", "1K"], "below one chunk"),
+        ([path, "--policy"], "needs a value"),
+        ([path, "--ahead", "-1"], "--ahead"),
+        ([], "TRACE"),
+    ]
+    for args, what in bad:
+        p = run(["play"] + args)
+        lines = p.stderr.strip().splitlines()
+        if p.returncode != 2 or len(lines) != 1 or what not in lines[0] or \
+                not lines[0].startswith("vx play: ") or p.stdout:
+            fail("vx play %s: exit %d, stderr %r" % (args, p.returncode, p.stderr))
+    # a simulator that is not there is named
+    p = run(["play", path, "--sim", tmp])
+    if p.returncode != 1 or "libcuda.so.1" not in p.stderr or tmp not in p.stderr:
+        fail("--sim without a simulator: %d %r" % (p.returncode, p.stderr))
+
+
+def case_big(tmp):
+    # about 13 GB of allocations over the run (capacity 6.5 GB) under a
+    # 2 GiB data limit: only possible when no byte is backed
+    path, rep = synth(tmp, "transformer-train,layers=24,iters=2,oversub=2")
+    limit = 2 << 30
+    if rep["capacity"] * 2 < 5 * limit:
+        fail("the trace is not big enough: %s" % rep)
+    p = run(["play", path, "--policy", "demand", "--json"], limit=limit)
+    if p.returncode != 0:
+        fail("timing-only play under a 2 GiB limit: %s" % p.stderr)
+    r = json.loads(p.stdout)
+    if r["bytes_up"] <= limit or r["faults"] <= 0:
+        fail("it moved less than it should: %s" % r)
+    # the control: keeping data, the same run does not fit
+    p = run(["play", path, "--policy", "demand", "--json"], limit=limit,
+            env={"SIMCUDA_TIMING_ONLY": "0"})
+    if p.returncode == 0:
+        fail("with data kept the run should not fit in 2 GiB")
+
+
+def case_install(tmp):
+    # an install finds libvx.so and, once the opt-in component is installed,
+    # the simulator in <libdir>/vx/simcuda; before that it names what is missing
+    path, _ = synth(tmp, "cnn,iters=1")
+    prefix = os.path.join(tmp, "inst")
+    build = os.environ["VX_TEST_BIN_DIR"]
+    for extra in ([], ["--component", "simcuda"]):
+        p = subprocess.run(["cmake", "--install", build, "--prefix", prefix] + extra,
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            fail("cmake --install %s: %s" % (extra, p.stderr))
+        if not extra:
+            env = {k: v for k, v in base_env().items() if k != "LD_LIBRARY_PATH"}
+            p = subprocess.run([os.path.join(prefix, "bin", "vx"), "play", path], env=env,
+                               capture_output=True, text=True)
+            if p.returncode != 1 or "libcuda.so.1" not in p.stderr or \
+                    "vx/simcuda" not in p.stderr:
+                fail("installed vx play without the simulator: %d %r" % (p.returncode, p.stderr))
+    env = {k: v for k, v in base_env().items() if k != "LD_LIBRARY_PATH"}
+    p = subprocess.run([os.path.join(prefix, "bin", "vx"), "play", path, "--json", "--policy",
+                        "demand"], env=env, capture_output=True, text=True)
+    if p.returncode != 0 or json.loads(p.stdout)["total_s"] <= 0:
+        fail("installed vx play: %d %s %s" % (p.returncode, p.stdout, p.stderr))
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    {"json": case_json, "errors": case_errors, "big": case_big,
+     "install": case_install}[sys.argv[2]](tmp)
+print("ok")

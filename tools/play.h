@@ -1,0 +1,13 @@
+/* play.h: `vx play`, a trace run live over the simulated driver with libvx.so
+ * preloaded: the parent (play.c) runs one child per policy (play_child.c). */
+#ifndef VX_TOOLS_PLAY_H
+#define VX_TOOLS_PLAY_H
+
+/* The child: plays the trace at path as a driver-API program (allocations,
+ * frees, one kernel per launch; the host issues launch i once launch
+ * i - ahead is done, 0 = never waits), then writes one line of counters to stdout
+ * ("vxplay total_ns=N stall_ns=N bytes_up=N bytes_down=N faults=N").
+ * Returns the exit status: 0, or 1 with a line on stderr. */
+int vx_play_child(const char *path, unsigned ahead);
+
+#endif

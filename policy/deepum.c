@@ -45,8 +45,11 @@ struct dum {
   struct dum_key *corr, *seen;
   struct dum_id *cur;    /* the execution running now: its faults are learned */
   struct dum_id **chain; /* deepum_ahead + 1 entries: the predicted executions */
-  uint64_t hist[DUM_HIST];
-  uint32_t nhist;
+  struct dum_stream {
+    uint64_t stream, hist[DUM_HIST];
+    uint32_t nhist;
+  } st[POL_MAX_STREAMS], *cs; /* each stream's recent ids; cs: the launch's */
+  uint32_t nst;
 };
 
 int dum_create(pol_t *p) {
@@ -261,9 +264,9 @@ static uint64_t count_id(pol_t *p, const struct dum_id *e) {
 static uint32_t chain(pol_t *p, uint64_t used) {
   struct dum *d = p->dum;
   uint64_t h[DUM_HIST];
-  uint32_t n = d->nhist, len = 0;
+  uint32_t n = d->cs->nhist, len = 0;
   for (uint32_t i = 0; i < DUM_HIST; i++)
-    h[i] = d->hist[i];
+    h[i] = d->cs->hist[i];
   struct dum_id *e = d->cur;
   while (e && len <= p->cfg.deepum_ahead) {
     used += count_id(p, e);
@@ -277,13 +280,24 @@ static uint32_t chain(pol_t *p, uint64_t used) {
   return len;
 }
 
+/* The launch order is followed per stream: kernels of different streams
+ * interleave as they are issued, which no table could predict. */
+static struct dum_stream *stream_of(struct dum *d, uint64_t stream) {
+  for (uint32_t i = 0; i < d->nst; i++)
+    if (d->st[i].stream == stream) return &d->st[i];
+  struct dum_stream *s = &d->st[d->nst < POL_MAX_STREAMS ? d->nst++ : POL_MAX_STREAMS - 1];
+  *s = (struct dum_stream){.stream = stream};
+  return s;
+}
+
 int dum_launch(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
   struct dum *d = p->dum;
   if (++p->epoch == 0) p->epoch = 1;
   uint64_t id = exec_id(p, l);
-  if (d->nhist && corr_next(d, d->hist, d->nhist) == id) p->st.launches_matched++;
-  if (d->nhist == DUM_HIST) key_put(&d->corr, corr_key(d->hist, DUM_HIST), id);
-  hist_push(d->hist, &d->nhist, id);
+  struct dum_stream *cs = d->cs = stream_of(d, l->stream);
+  if (cs->nhist && corr_next(d, cs->hist, cs->nhist) == id) p->st.launches_matched++;
+  if (cs->nhist == DUM_HIST) key_put(&d->corr, corr_key(cs->hist, DUM_HIST), id);
+  hist_push(cs->hist, &cs->nhist, id);
   d->cur = id_get(d, id);
   uint64_t own = touch_current(p, l);
   uint32_t len = chain(p, own);

@@ -5,6 +5,8 @@
  *   sizes), so a kernel run on other tensors is another execution.
  * - Execution-id correlation table: the last DUM_HIST ids -> the id that came next
  *   (the latest successor wins); a prediction needs the whole history to match.
+ *   History is kept per stream (the paper's PyTorch runs one; interleaving of
+ *   several is not predictable), the table is shared.
  * - Block table, one per execution id: the chunks (by virtual address) that actually
  *   faulted while it ran, in fault order.  Chunks a prefetch brought in do not fault
  *   and so are not re-learned, but entries once learned stay.

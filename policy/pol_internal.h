@@ -145,5 +145,7 @@ int dum_create(pol_t *p);
 void dum_destroy(pol_t *p);
 int dum_launch(pol_t *p, const pol_launch_t *l, pol_plan_t *plan);
 void dum_forget(pol_t *p, struct pol_arec *a);
+/* Chunk idx of a came to the device by a demand fault during the current launch. */
+void dum_fault(pol_t *p, struct pol_arec *a, uint32_t idx);
 
 #endif

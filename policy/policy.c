@@ -26,7 +26,7 @@ void pol_config_default(pol_config_t *c, pol_kind_t kind, uint64_t capacity) {
                       .evict_watermark = 100,
                       .static_min = 64u << 20,
                       .history = 16384,
-                      .deepum_ahead = 32,
+                      .deepum_ahead = 4,
                       .lead = 1};
 }
 
@@ -34,7 +34,7 @@ static int config_check(pol_config_t *c) {
   if (!c->chunk_size) c->chunk_size = 2u << 20;
   if (!c->evict_watermark) c->evict_watermark = 100;
   if (!c->static_min) c->static_min = 64u << 20;
-  if (!c->deepum_ahead) c->deepum_ahead = 32;
+  if (!c->deepum_ahead) c->deepum_ahead = 4;
   if ((unsigned)c->kind >= POL_KIND_COUNT || c->evict_watermark > 100) return -EINVAL;
   if (c->chunk_size & (c->chunk_size - 1) || c->chunk_size < (64u << 10) ||
       c->chunk_size > (1u << 30))
@@ -207,6 +207,8 @@ int pol_chunk_state(pol_t *p, uint64_t alloc_id, uint32_t first, uint32_t count,
       count > a->nchunks - first)
     return -EINVAL;
   for (uint32_t i = first; i < first + count; i++) {
+    if (state == POL_STATE_DEVICE && a->chunks[i].loc != LOC_DEV && p->dum)
+      dum_fault(p, a, i); /* DeepUM learns from the chunks that really faulted */
     if (state == POL_STATE_DEVICE)
       chunk_set_resident(p, &a->chunks[i]);
     else if (a->chunks[i].loc == LOC_DEV)

@@ -43,7 +43,7 @@ typedef struct pol_config {
   uint64_t host_capacity;     /* bytes of evicted chunks the host tier may hold before
                                * evictions go to the NVMe tier; 0 = unlimited (no NVMe) */
   uint32_t history;           /* launches of history kept (predictor); 0 = 16384 */
-  uint32_t deepum_ahead;      /* POL_DEEPUM: kernels predicted ahead; 0 = 32 */
+  uint32_t deepum_ahead;      /* POL_DEEPUM: kernels predicted ahead; 0 = 4 */
   uint32_t lead;              /* launches ahead whose chunks are prefetched even when
                                * Belady's MIN would wait (trading bytes for overlap);
                                * default 1 */

@@ -23,7 +23,9 @@ static int usage(FILE *f) {
           "usage: vx replay TRACE|--synth NAME[,key=value...] [--policy a,b,...] [--json]\n"
           "                 [--capacity S] [--link-gbps G] [--fault-us U] [--dev-gbps G] "
           "[--chunk S] [--save FILE]\n"
-          "policies: demand deepum static predict oracle bound infinite (default: all)\n"
+          "policies: demand deepum static predict clairvoyant bound infinite (default: all)\n"
+          "  clairvoyant: vx's planner given the true future (a reference, not a bound;\n"
+          "  'oracle' is accepted for it); bound: a lower bound on every policy's time\n"
           "workloads: transformer-train transformer-infer cnn moe two-stream\n"
           "  keys: layers hidden batch seq iters oversub(1-3) seed drift(0|1) tokens prompt\n"
           "        experts active\n"
@@ -177,35 +179,36 @@ static int load(const struct opts *o, rp_trace_t *t) {
 static void print_json(const rp_result_t *r, const char *src, const rp_model_t *m) {
   printf("{\"policy\":\"%s\",\"source\":\"%s\",\"total_s\":%.6f,\"stall_s\":%.6f,"
          "\"compute_s\":%.6f,\"bytes_up\":%llu,\"bytes_down\":%llu,\"faults\":%llu,"
-         "\"overhead\":%.6f,\"oracle_gain_share\":%.6f,\"capacity\":%llu}\n",
+         "\"overhead\":%.6f,\"oracle_gain_share\":%.6f,\"capacity\":%llu,"
+         "\"bound_gain_share\":%.6f}\n",
          r->policy, src, r->total_s, r->stall_s, r->compute_s, (unsigned long long)r->bytes_up,
          (unsigned long long)r->bytes_down, (unsigned long long)r->faults, r->overhead,
-         r->oracle_gain_share, (unsigned long long)m->capacity);
+         r->oracle_gain_share, (unsigned long long)m->capacity, r->bound_gain_share);
 }
 
 static void print_table(const rp_result_t *res, int n, const rp_trace_t *t, const rp_model_t *m,
                         const char *src) {
   printf("%s: %zu launches, %zu allocations, capacity %.2f GiB, chunk %llu KiB\n", src, t->nlaunch,
          t->nal, (double)m->capacity / (1 << 30), (unsigned long long)(t->chunk >> 10));
-  printf("%-9s %10s %10s %10s %10s %9s %9s\n", "policy", "total_s", "stall_s", "up_GiB", "down_GiB",
-         "overhead", "oracle%");
+  printf("%-11s %10s %10s %10s %10s %9s %9s %9s\n", "policy", "total_s", "stall_s", "up_GiB",
+         "down_GiB", "overhead", "clairv%", "bound%");
   for (int i = 0; i < n; i++)
-    printf("%-9s %10.4f %10.4f %10.3f %10.3f %8.1f%% %8.1f%%\n", res[i].policy, res[i].total_s,
-           res[i].stall_s, (double)res[i].bytes_up / (1 << 30),
+    printf("%-11s %10.4f %10.4f %10.3f %10.3f %8.1f%% %8.1f%% %8.1f%%\n", res[i].policy,
+           res[i].total_s, res[i].stall_s, (double)res[i].bytes_up / (1 << 30),
            (double)res[i].bytes_down / (1 << 30), res[i].overhead * 100,
-           res[i].oracle_gain_share * 100);
+           res[i].oracle_gain_share * 100, res[i].bound_gain_share * 100);
 }
 
 static int split_policies(const char *list, char names[MAX_POL][16]) {
   char tmp[256];
   snprintf(tmp, sizeof tmp, "%s",
-           list ? list : "demand,deepum,static,predict,oracle,bound,infinite");
+           list ? list : "demand,deepum,static,predict,clairvoyant,bound,infinite");
   int n = 0;
   char *save = NULL;
   for (char *p = strtok_r(tmp, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
     if (!rp_policy_known(p) || n == MAX_POL) {
       fprintf(stderr,
-              "vx replay: unknown policy '%s' (demand deepum static predict oracle "
+              "vx replay: unknown policy '%s' (demand deepum static predict clairvoyant "
               "bound infinite)\n",
               p);
       return -EINVAL;
@@ -217,15 +220,16 @@ static int split_policies(const char *list, char names[MAX_POL][16]) {
 
 static int run_all(const struct opts *o, const rp_trace_t *t, const rp_model_t *m,
                    char names[MAX_POL][16], int n) {
-  rp_result_t ref[3], res[MAX_POL];
-  const char *refs[3] = {"infinite", "demand", "oracle"};
-  for (int i = 0; i < 3; i++)
+  rp_result_t ref[4], res[MAX_POL];
+  const char *refs[4] = {"infinite", "demand", "clairvoyant", "bound"};
+  for (int i = 0; i < 4; i++)
     if (rp_run(t, m, refs[i], &ref[i]) < 0) return -ENOMEM;
   const char *src = o->synth ? o->synth : o->trace;
   for (int i = 0; i < n; i++) {
     if (rp_run(t, m, names[i], &res[i]) < 0) return -ENOMEM;
     if (!strcmp(names[i], "bound")) res[i].stall_s = res[i].total_s - ref[0].total_s;
     rp_derive(&res[i], &ref[0], &ref[1], &ref[2]);
+    rp_bound_share(&res[i], &ref[1], &ref[3]);
     if (o->json) print_json(&res[i], src, m);
   }
   if (!o->json) print_table(res, n, t, m, src);

@@ -62,20 +62,33 @@ typedef struct rp_result {
   uint64_t bytes_up, bytes_down, faults, fault_batches, prefetches, evictions, drops;
   uint64_t writebacks_of_freed; /* must stay 0: dead chunks are never written back */
   double overhead, oracle_gain_share;
+  double bound_gain_share; /* (demand - this) / (demand - bound), on total time */
 } rp_result_t;
 
-/* Policies: "demand", "deepum", "static", "predict", "oracle", "infinite", "bound".
- * Returns 1 if name is one. */
+/* Policies: "demand", "deepum", "static", "predict", "clairvoyant" (vx's planner
+ * given the true future; "oracle" is the same run under its old name: a
+ * reference, not a bound), "infinite", "bound" (a lower bound on every policy's
+ * total time in this model).  Returns 1 if name is one. */
 int rp_policy_known(const char *name);
 /* Replays t through `policy` under m.  Fills everything but overhead and
  * oracle_gain_share (see rp_derive).  Returns 0, -EINVAL (unknown policy), -ENOMEM. */
 int rp_run(const rp_trace_t *t, const rp_model_t *m, const char *policy, rp_result_t *out);
-/* Fills overhead = total/infinite_total - 1 and the share of the oracle's gain
- * over demand, (stall_demand - stall)/(stall_demand - stall_oracle) (1 when the
- * oracle gains nothing and the policy stalls no more than it). */
+/* Fills overhead = total/infinite_total - 1 and the share of the clairvoyant
+ * planner's gain over demand, (stall_demand - stall)/(stall_demand - stall_oracle)
+ * (1 when it gains nothing and the policy stalls no more than it); `oracle` is
+ * that run.  It is not a bound: a policy may exceed 1. */
 void rp_derive(rp_result_t *r, const rp_result_t *infinite, const rp_result_t *demand,
                const rp_result_t *oracle);
+/* Fills bound_gain_share = (total_demand - total)/(total_demand - total_bound)
+ * (1 when the bound gains nothing and the policy is no slower than it). */
+void rp_bound_share(rp_result_t *r, const rp_result_t *demand, const rp_result_t *bound);
 /* Bytes the Belady MIN replacement must bring up (lower bound on transfers). */
 uint64_t rp_min_bytes(const rp_trace_t *t, uint64_t capacity);
+/* Lower bounds on the bytes any policy moves up (*up, as rp_min_bytes) and
+ * writes back (*down: dirty chunks that must leave the device before their next
+ * use; clean, dead and never reused data cost nothing), for a device of
+ * `capacity` bytes.  Tail chunks (shorter than the trace's chunk) are left out.
+ * Returns 0 or -ENOMEM. */
+int rp_min_traffic(const rp_trace_t *t, uint64_t capacity, uint64_t *up, uint64_t *down);
 
 #endif

@@ -1,6 +1,8 @@
-/* replay_bound.c: the lower bound on transfers: Belady's MIN replacement over the
- * trace's chunk reference string (first touches are free, freed chunks leave). */
+/* replay_bound.c: lower bounds on transfers in each direction: Belady's MIN over
+ * the chunk reference string (up), and over the write-to-next-use gaps (down). */
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "replay.h"
 
@@ -38,9 +40,10 @@ static struct hent heap_pop(struct heap *h) {
   return top;
 }
 
-/* The launch's distinct chunks, appended to refs. */
+/* The launch's distinct chunks, appended to refs; wr[i] = 1 if the launch may write
+ * refs[i] (any range reaching it not read-only). */
 static size_t launch_refs(const rp_trace_t *t, const rp_event_t *ev, uint32_t *stamp, uint32_t s,
-                          uint32_t *refs, size_t n) {
+                          size_t *at, uint32_t *refs, uint8_t *wr, size_t n) {
   for (uint32_t r = 0; r < ev->nr; r++) {
     const pol_range_t *rg = &t->rg[ev->r0 + r];
     const rp_alloc_t *a = &t->al[t->rg_alloc[ev->r0 + r]];
@@ -48,72 +51,195 @@ static size_t launch_refs(const rp_trace_t *t, const rp_event_t *ev, uint32_t *s
       uint32_t g = (uint32_t)(a->base + i);
       if (stamp[g] != s) {
         stamp[g] = s;
+        at[g] = n;
+        wr[n] = 0;
         refs[n++] = g;
       }
+      if (rg->mode != POL_ACCESS_READ) wr[at[g]] = 1;
     }
   }
   return n;
 }
 
-static uint64_t min_pass(const rp_trace_t *t, uint64_t cap, const uint32_t *refs,
-                         const uint64_t *nxt, uint8_t *res, uint8_t *touched, uint64_t *cur,
-                         struct heap *h) {
-  uint64_t bytes = 0, size = 0;
-  size_t pos = 0;
-  for (size_t e = 0; e < t->nev; e++) {
-    const rp_event_t *ev = &t->ev[e];
-    if (ev->type == POL_TREC_FREE) {
-      const rp_alloc_t *a = &t->al[ev->alloc];
-      for (uint32_t i = 0; i < a->nchunks; i++)
-        if (res[a->base + i]) res[a->base + i] = 0, size--;
+struct refs {
+  uint32_t *g;  /* every launch's distinct chunks, each launch ended by UINT32_MAX */
+  uint8_t *wr;  /* written by that launch */
+  uint64_t *nx; /* position of the chunk's next reference, UINT64_MAX = none */
+  uint64_t *sz; /* bytes of each chunk (a tail chunk is shorter) */
+  size_t n;
+};
+
+/* Both bounds relax the device to `cap` bytes in which any part of a chunk may
+ * stay (each byte a unit page of uniform cost): Belady's farthest-next-use rule
+ * is optimal there, and every schedule of whole chunks in whole slots is one of
+ * its schedules, so the optimum bounds them all from below. */
+
+/* Evicts from the heap's farthest entries until size <= cap; returns bytes taken
+ * from entries still valid (res[g] > 0 and keyed by their current next use).
+ * Entries with pin[g] == s (the launch's own chunks) are kept: set aside in
+ * `aside`, pushed back at the end. */
+static uint64_t shrink(struct heap *h, uint64_t *res, const uint64_t *cur, uint64_t *size,
+                       uint64_t cap, const uint32_t *pin, uint32_t s, struct hent *aside) {
+  uint64_t out = 0;
+  size_t na = 0;
+  while (*size > cap && h->n) {
+    struct hent v = heap_pop(h);
+    if (!res[v.g] || cur[v.g] != v.key) continue;
+    if (pin && pin[v.g] == s) {
+      aside[na++] = v;
       continue;
     }
+    uint64_t x = *size - cap < res[v.g] ? *size - cap : res[v.g];
+    res[v.g] -= x, *size -= x, out += x;
+    if (res[v.g]) heap_push(h, v.key, v.g);
+  }
+  while (na)
+    heap_push(h, aside[na - 1].key, aside[na - 1].g), na--;
+  return out;
+}
+
+static void drop_alloc(const rp_trace_t *t, const rp_event_t *ev, uint64_t *res, uint64_t *size) {
+  const rp_alloc_t *a = &t->al[ev->alloc];
+  for (uint32_t i = 0; i < a->nchunks; i++)
+    *size -= res[a->base + i], res[a->base + i] = 0;
+}
+
+/* H2D: MIN over the reference string (first touches are free, freed chunks
+ * leave), a launch's chunks all resident while it runs (when they fit). */
+static uint64_t min_up(const rp_trace_t *t, uint64_t cap, const struct refs *R, uint64_t *res,
+                       uint8_t *touched, uint64_t *cur, struct heap *h, uint32_t *pin,
+                       struct hent *aside) {
+  uint64_t bytes = 0, size = 0;
+  size_t pos = 0;
+  uint32_t s = 0;
+  for (size_t e = 0; e < t->nev; e++) {
+    const rp_event_t *ev = &t->ev[e];
+    if (ev->type == POL_TREC_FREE) drop_alloc(t, ev, res, &size);
     if (ev->type != POL_TREC_LAUNCH) continue;
-    for (; refs[pos] != UINT32_MAX; pos++) { /* this launch's refs, then a marker */
-      uint32_t g = refs[pos];
-      if (!res[g]) {
-        if (touched[g]) bytes += t->chunk;
-        while (size >= cap && h->n) {
-          struct hent v = heap_pop(h);
-          if (res[v.g] && cur[v.g] == v.key) res[v.g] = 0, size--;
-        }
-        res[g] = 1, size++;
-      }
+    uint64_t own = 0;
+    s++;
+    for (; R->g[pos] != UINT32_MAX; pos++) {
+      uint32_t g = R->g[pos];
+      uint64_t miss = R->sz[pos] - res[g];
+      if (touched[g]) bytes += miss;
+      res[g] = R->sz[pos], size += miss, own += R->sz[pos];
       touched[g] = 1;
-      cur[g] = nxt[pos];
-      heap_push(h, nxt[pos], g);
+      cur[g] = R->nx[pos];
+      pin[g] = s;
+      heap_push(h, R->nx[pos], g);
     }
+    shrink(h, res, cur, &size, cap > own ? cap : own, pin, s, aside);
     pos++; /* the launch's end marker */
   }
   return bytes;
 }
 
-uint64_t rp_min_bytes(const rp_trace_t *t, uint64_t capacity) {
-  uint64_t cap = capacity / t->chunk, bytes = 0;
-  size_t nref = 0, maxref = t->nlaunch;
+/* D2H: a chunk written by a launch (or first touched: no host copy exists) and
+ * used again holds data only the device has until that next use; what of it
+ * leaves the device in between is written back.  Other gaps are counted as
+ * free (a ReadMostly copy, or dirt carried from an earlier write, is not
+ * charged).  Keeping the most such bytes resident, with the device at each
+ * launch holding that launch's chunks too, is interval packing under a
+ * capacity that varies by launch; giving up what ends last when over capacity
+ * (MIN again) keeps the most.  Freed or never reused data is dropped. */
+static uint64_t min_down(const rp_trace_t *t, uint64_t cap, const struct refs *R, uint64_t *res,
+                         uint8_t *touched, uint64_t *cur, struct heap *h) {
+  uint64_t bytes = 0, size = 0;
+  size_t pos = 0;
+  for (size_t e = 0; e < t->nev; e++) {
+    const rp_event_t *ev = &t->ev[e];
+    if (ev->type == POL_TREC_FREE) drop_alloc(t, ev, res, &size);
+    if (ev->type != POL_TREC_LAUNCH) continue;
+    size_t p0 = pos;
+    uint64_t own = 0;
+    for (; R->g[pos] != UINT32_MAX; pos++) { /* gaps ending here were kept */
+      own += R->sz[pos];
+      size -= res[R->g[pos]], res[R->g[pos]] = 0;
+    }
+    bytes += shrink(h, res, cur, &size, cap > own ? cap - own : 0, NULL, 0, NULL);
+    for (pos = p0; R->g[pos] != UINT32_MAX; pos++) {
+      uint32_t g = R->g[pos];
+      if ((R->wr[pos] || !touched[g]) && R->nx[pos] != UINT64_MAX) {
+        res[g] = R->sz[pos], size += R->sz[pos];
+        cur[g] = R->nx[pos];
+        heap_push(h, R->nx[pos], g);
+      }
+      touched[g] = 1;
+    }
+    pos++;
+  }
+  return bytes;
+}
+
+static uint64_t chunk_bytes(const rp_trace_t *t, uint32_t g, const uint32_t *owner) {
+  const rp_alloc_t *a = &t->al[owner[g]];
+  uint64_t left = a->size - (g - a->base) * t->chunk;
+  return left < t->chunk ? left : t->chunk;
+}
+
+static int refs_build(const rp_trace_t *t, struct refs *R) {
+  size_t maxref = t->nlaunch;
   for (size_t i = 0; i < t->nrg; i++)
     maxref += t->rg[i].count;
-  uint32_t *refs = malloc((maxref + 1) * sizeof *refs), *stamp = calloc(t->nchunks + 1, 4);
-  uint64_t *nxt = malloc((maxref + 1) * sizeof *nxt), *last = malloc((t->nchunks + 1) * 8);
-  uint64_t *cur = calloc(t->nchunks + 1, 8);
-  uint8_t *res = calloc(t->nchunks + 1, 1), *touched = calloc(t->nchunks + 1, 1);
-  struct heap h = {.v = malloc((maxref + 1) * sizeof *h.v)};
-  if (refs && stamp && nxt && last && cur && res && touched && h.v) {
+  uint32_t *stamp = calloc(t->nchunks + 1, sizeof *stamp);
+  uint32_t *owner = malloc((t->nchunks + 1) * sizeof *owner);
+  size_t *at = malloc((t->nchunks + 1) * sizeof *at);
+  uint64_t *last = malloc((t->nchunks + 1) * sizeof *last);
+  R->g = malloc((maxref + 1) * sizeof *R->g);
+  R->wr = malloc(maxref + 1);
+  R->nx = malloc((maxref + 1) * sizeof *R->nx);
+  R->sz = malloc((maxref + 1) * sizeof *R->sz);
+  int ok = stamp && owner && at && last && R->g && R->wr && R->nx && R->sz;
+  if (ok) {
+    for (size_t a = 0; a < t->nal; a++)
+      for (uint32_t i = 0; i < t->al[a].nchunks; i++)
+        owner[t->al[a].base + i] = (uint32_t)a;
     uint32_t s = 0;
-    for (size_t e = 0; e < t->nev; e++)
-      if (t->ev[e].type == POL_TREC_LAUNCH) {
-        nref = launch_refs(t, &t->ev[e], stamp, ++s, refs, nref);
-        refs[nref++] = UINT32_MAX; /* end of launch */
-      }
+    size_t n = 0;
+    for (size_t e = 0; e < t->nev; e++) {
+      if (t->ev[e].type != POL_TREC_LAUNCH) continue;
+      size_t p0 = n;
+      n = launch_refs(t, &t->ev[e], stamp, ++s, at, R->g, R->wr, n);
+      for (size_t i = p0; i < n; i++)
+        R->sz[i] = chunk_bytes(t, R->g[i], owner);
+      R->g[n++] = UINT32_MAX; /* end of launch */
+    }
+    R->n = n;
     for (size_t g = 0; g <= t->nchunks; g++)
       last[g] = UINT64_MAX;
-    for (size_t i = nref; i-- > 0;) {
-      if (refs[i] == UINT32_MAX) continue;
-      nxt[i] = last[refs[i]];
-      last[refs[i]] = i;
+    for (size_t i = n; i-- > 0;) {
+      if (R->g[i] == UINT32_MAX) continue;
+      R->nx[i] = last[R->g[i]];
+      last[R->g[i]] = i;
     }
-    bytes = min_pass(t, cap, refs, nxt, res, touched, cur, &h);
   }
-  free(refs), free(stamp), free(nxt), free(last), free(cur), free(res), free(touched), free(h.v);
-  return bytes;
+  free(stamp), free(owner), free(at), free(last);
+  return ok ? 0 : -ENOMEM;
+}
+
+int rp_min_traffic(const rp_trace_t *t, uint64_t capacity, uint64_t *up, uint64_t *down) {
+  uint64_t cap = capacity / t->chunk * t->chunk; /* whole slots, as the engine has */
+  struct refs R = {0};
+  int r = refs_build(t, &R);
+  uint64_t *cur = calloc(t->nchunks + 1, 8), *flag = calloc(t->nchunks + 1, 8);
+  uint8_t *touched = calloc(t->nchunks + 1, 1);
+  uint32_t *pin = calloc(t->nchunks + 1, sizeof *pin);
+  struct heap h = {.v = malloc((R.n + 1) * sizeof *h.v)};
+  struct hent *aside = malloc((R.n + 1) * sizeof *aside);
+  if (!r && (!cur || !flag || !touched || !pin || !h.v || !aside)) r = -ENOMEM;
+  if (!r) {
+    *up = min_up(t, cap, &R, flag, touched, cur, &h, pin, aside);
+    memset(flag, 0, (t->nchunks + 1) * sizeof *flag);
+    memset(touched, 0, t->nchunks + 1);
+    h.n = 0;
+    *down = min_down(t, cap, &R, flag, touched, cur, &h);
+  }
+  free(R.g), free(R.wr), free(R.nx), free(R.sz), free(cur), free(flag), free(touched), free(h.v);
+  free(pin), free(aside);
+  return r;
+}
+
+uint64_t rp_min_bytes(const rp_trace_t *t, uint64_t capacity) {
+  uint64_t up = 0, down = 0;
+  return rp_min_traffic(t, capacity, &up, &down) < 0 ? 0 : up;
 }

@@ -55,8 +55,10 @@ void rp_model_default(rp_model_t *m, uint64_t capacity) {
                     .fault_batch = VX_COST_FAULT_BATCH};
 }
 
-static const char *const policies[] = {"demand", "deepum",   "static", "predict",
-                                       "oracle", "infinite", "bound",  NULL};
+/* "clairvoyant" is vx's planner fed the true future ("oracle", its old name, is
+ * still accepted): a reference, not a bound.  "bound" is the lower bound. */
+static const char *const policies[] = {"demand",   "deepum", "static", "predict", "clairvoyant",
+                                       "infinite", "bound",  "oracle", NULL};
 
 int rp_policy_known(const char *name) {
   for (int i = 0; policies[i]; i++)
@@ -422,7 +424,7 @@ static int setup(struct eng *e, const rp_trace_t *t, const rp_model_t *m, const 
   e->ck[e->sentinel].next = e->ck[e->sentinel].prev = e->sentinel;
   set_cap(e);
   e->infinite = !strcmp(policy, "infinite");
-  int kind = pol_kind_parse(policy);
+  int kind = pol_kind_parse(strcmp(policy, "clairvoyant") ? policy : "oracle");
   if (kind < 0) return e->infinite ? 0 : -EINVAL;
   pol_config_t c;
   pol_config_default(&c, (pol_kind_t)kind, m->capacity);
@@ -444,15 +446,21 @@ static void teardown(struct eng *e) {
   free(e->slot);
 }
 
+/* A lower bound on every policy's total time in this model: compute cannot go
+ * faster than with infinite memory, and each copy engine (the link is full
+ * duplex) must carry at least MIN's transfers in its direction. */
 static int run_bound(const rp_trace_t *t, const rp_model_t *m, rp_result_t *out) {
   rp_result_t inf;
   int r = rp_run(t, m, "infinite", &inf);
+  uint64_t up = 0, down = 0;
+  if (!r) r = rp_min_traffic(t, m->capacity, &up, &down);
   if (r < 0) return r;
-  uint64_t bytes = rp_min_bytes(t, m->capacity);
-  double link = (double)bytes / m->link_bps;
+  double link_up = (double)up / m->link_bps, link_down = (double)down / m->link_bps;
+  double link = link_up > link_down ? link_up : link_down;
   out->compute_s = inf.compute_s;
   out->total_s = inf.total_s > link ? inf.total_s : link;
-  out->bytes_up = bytes;
+  out->bytes_up = up;
+  out->bytes_down = down;
   return 0;
 }
 
@@ -476,6 +484,14 @@ int rp_run(const rp_trace_t *t, const rp_model_t *m, const char *policy, rp_resu
   out->total_s = e.end / 1e9;
   teardown(&e);
   return r;
+}
+
+void rp_bound_share(rp_result_t *r, const rp_result_t *dem, const rp_result_t *bnd) {
+  double gain = dem->total_s - bnd->total_s;
+  if (gain > 1e-12)
+    r->bound_gain_share = (dem->total_s - r->total_s) / gain;
+  else
+    r->bound_gain_share = r->total_s <= bnd->total_s + 1e-12 ? 1.0 : 0.0;
 }
 
 void rp_derive(rp_result_t *r, const rp_result_t *inf, const rp_result_t *dem,

@@ -7,7 +7,7 @@ out=$("$vx" replay --synth transformer-train,oversub=1.5 --json)
 echo "$out"
 n=$(printf '%s\n' "$out" | wc -l)
 [ "$n" -eq 7 ] || { echo "FAIL: expected 7 lines (one per policy), got $n"; exit 1; }
-for p in demand deepum static predict oracle bound infinite; do
+for p in demand deepum static predict clairvoyant bound infinite; do
   printf '%s\n' "$out" | grep -q "^{\"policy\":\"$p\"" || { echo "FAIL: no line for $p"; exit 1; }
 done
 printf '%s\n' "$out" | awk '
@@ -18,19 +18,28 @@ printf '%s\n' "$out" | awk '
   {
     if (substr($0, 1, 1) != "{" || substr($0, length($0), 1) != "}") { print "FAIL: not an object: " $0; bad = 1 }
     t = num("total_s"); s = num("stall_s"); u = num("bytes_up"); d = num("bytes_down")
-    o = num("overhead"); g = num("oracle_gain_share")
+    o = num("overhead"); g = num("oracle_gain_share"); bg = num("bound_gain_share")
     if (t <= 0 || s < 0 || s > t || u < 0 || d < 0 || o < -1e-9) { print "FAIL: insane values: " $0; bad = 1 }
     if ($0 ~ /"policy":"infinite"/ && (u != 0 || s != 0 || o != 0)) { print "FAIL: infinite moved data: " $0; bad = 1 }
-    if ($0 ~ /"policy":"oracle"/ && (g < 0.999 || g > 1.001)) { print "FAIL: oracle share != 1: " $0; bad = 1 }
+    if ($0 ~ /"policy":"clairvoyant"/ && (g < 0.999 || g > 1.001)) { print "FAIL: clairvoyant share != 1: " $0; bad = 1 }
+    if ($0 ~ /"policy":"bound"/ && (bg < 0.999 || bg > 1.001)) { print "FAIL: bound share != 1: " $0; bad = 1 }
+    if ($0 ~ /"policy":"demand"/ && (bg < -0.001 || bg > 0.001)) { print "FAIL: demand bound share != 0: " $0; bad = 1 }
+    if ($0 ~ /"policy":"bound"/) bt = t
+    else if ($0 !~ /"policy":"infinite"/) { np++; tot[np] = t; line[np] = $0 }
     if ($0 ~ /"policy":"demand"/ && (g < -0.001 || g > 0.001)) { print "FAIL: demand share != 0: " $0; bad = 1 }
     if ($0 ~ /"policy":"predict"/) pt = t
     if ($0 ~ /"policy":"demand"/) dt = t
   }
   END {
     if (pt >= dt) { print "FAIL: predict (" pt " s) not faster than demand (" dt " s)"; bad = 1 }
+    for (i = 1; i <= np; i++)
+      if (tot[i] < bt) { print "FAIL: below the bound (" bt " s): " line[i]; bad = 1 }
     exit bad
   }'
 "$vx" replay --synth transformer-train,oversub=1.5 >/dev/null
+# The old name of the clairvoyant planner still runs it, printed under that name.
+"$vx" replay --synth cnn,iters=2 --policy oracle --json | grep -q '^{"policy":"oracle"' \
+  || { echo "FAIL: --policy oracle"; exit 1; }
 if "$vx" replay --synth nosuch 2>/dev/null; then echo "FAIL: unknown workload accepted"; exit 1; fi
 if "$vx" replay --synth cnn --policy lru 2>/dev/null; then echo "FAIL: unknown policy accepted"; exit 1; fi
 # A trace written to a file replays exactly as the in-memory one.

@@ -5,6 +5,7 @@
 #include "vx_check.h"
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,6 +100,84 @@ START_TEST(predict_cost_by_hand) {
 }
 END_TEST
 
+/* The bound by hand: A's written chunks must leave for B before A is read again,
+ * so 4 MiB go down (dirty) and come back up; B's are never used again (free). */
+START_TEST(bound_counts_write_back_by_hand) {
+  rp_trace_t t;
+  rp_model_t m;
+  rp_result_t b, r;
+  tiny(&t, &m);
+  ck_assert_int_eq(rp_run(&t, &m, "bound", &b), 0);
+  ck_assert_uint_eq(b.bytes_up, 4 * MIB);
+  ck_assert_uint_eq(b.bytes_down, 4 * MIB);
+  NEAR(b.total_s, 3.0 / 1e3); /* compute-bound: 2 ms each way overlaps 3 ms of kernels */
+  m.link_bps /= 4;            /* now each engine needs 8 ms: the bound is the link */
+  ck_assert_int_eq(rp_run(&t, &m, "bound", &b), 0);
+  NEAR(b.total_s, 8.0 / 1e3);
+  /* (not static: it pins A natively, and the model lets B's faults overfill the device) */
+  const char *pols[] = {"demand", "deepum", "predict", "clairvoyant"};
+  for (int i = 0; i < 4; i++) {
+    ck_assert_int_eq(rp_run(&t, &m, pols[i], &r), 0);
+    ck_assert_msg(r.total_s >= b.total_s - 1e-12, "%s below the bound", pols[i]);
+    ck_assert_uint_ge(r.bytes_down, b.bytes_down);
+  }
+  rp_trace_free(&t);
+}
+END_TEST
+
+/* Only dirty evictions: three written chunks, room for two, each read back later. */
+START_TEST(bound_write_back_only_dirty) {
+  rp_trace_t t;
+  rp_model_t m;
+  rp_result_t b;
+  char err[128];
+  for (int mode = 0; mode < 2; mode++) {
+    begin(4 * MIB);
+    for (uint64_t id = 1; id <= 3; id++)
+      alloc(id, 2 * MIB);
+    for (uint64_t id = 1; id <= 3; id++) /* first touch: no host copy, even if only read */
+      launch(id, id, 1, mode ? POL_ACCESS_WRITE : POL_ACCESS_READ, 1000);
+    for (uint64_t id = 1; id <= 3; id++)
+      launch(10 + id, id, 1, POL_ACCESS_READ, 1000);
+    ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), 0);
+    rp_model_default(&m, t.capacity);
+    ck_assert_int_eq(rp_run(&t, &m, "bound", &b), 0);
+    ck_assert_uint_eq(b.bytes_down, 2 * MIB); /* one chunk must leave dirty */
+    ck_assert_uint_eq(b.bytes_up, 2 * MIB);   /* and come back */
+    rp_trace_free(&t);
+  }
+  /* read-only reuse of data already written back costs nothing more down */
+  begin(4 * MIB);
+  for (uint64_t id = 1; id <= 3; id++)
+    alloc(id, 2 * MIB);
+  for (int it = 0; it < 4; it++)
+    for (uint64_t id = 1; id <= 3; id++)
+      launch(id, id, 1, it ? POL_ACCESS_READ : POL_ACCESS_WRITE, 1000);
+  ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), 0);
+  rp_model_default(&m, t.capacity);
+  ck_assert_int_eq(rp_run(&t, &m, "bound", &b), 0);
+  ck_assert_uint_eq(b.bytes_down, 2 * MIB);
+  ck_assert_uint_eq(b.bytes_up, 4 * 2 * MIB); /* MIN on 1 2 3 cycled 4 times, room 2: 4 misses */
+  rp_trace_free(&t);
+}
+END_TEST
+
+START_TEST(clairvoyant_is_the_old_oracle) {
+  rp_trace_t t;
+  rp_model_t m;
+  rp_result_t a, b;
+  tiny(&t, &m);
+  ck_assert(rp_policy_known("clairvoyant") && rp_policy_known("oracle"));
+  ck_assert_int_eq(rp_run(&t, &m, "clairvoyant", &a), 0);
+  ck_assert_int_eq(rp_run(&t, &m, "oracle", &b), 0);
+  ck_assert_str_eq(a.policy, "clairvoyant");
+  ck_assert_str_eq(b.policy, "oracle");
+  NEAR(a.total_s, b.total_s);
+  ck_assert_uint_eq(a.bytes_up, b.bytes_up);
+  rp_trace_free(&t);
+}
+END_TEST
+
 START_TEST(freed_data_never_written_back) {
   rp_trace_t t;
   rp_model_t m;
@@ -167,7 +246,7 @@ static const char *const small[] = {
     "cnn,iters=4,batch=32,oversub=2",
     "moe,layers=2,iters=6,experts=8,active=2,hidden=1024,oversub=2",
     "two-stream,layers=4,iters=4,hidden=1024,oversub=2",
-};
+}; /* a later oversub=, drift= key overrides (the last one wins) */
 
 START_TEST(synthetic_rankings) {
   for (int w = 0; w < 5; w++) {
@@ -207,6 +286,77 @@ START_TEST(synthetic_rankings) {
 }
 END_TEST
 
+static void load_synth(const char *spec, rp_trace_t *t) {
+  void *b;
+  size_t n;
+  char err[256];
+  ck_assert_msg(synth_generate(spec, &b, &n, err, sizeof err) == 0, "%s: %s", spec, err);
+  ck_assert_int_eq(rp_trace_load(t, b, n, 0, err, sizeof err), 0);
+  free(b);
+}
+
+/* DeepUM's correlation prefetching pays off when addresses repeat (the synthetic
+ * allocator reuses freed blocks, settling after a few iterations), and costs
+ * little when they never do (execution ids never repeat: it is demand paging). */
+START_TEST(deepum_beats_demand_with_stable_addresses) {
+  const char *ovs[] = {"1.5", "2", "3"};
+  for (int o = 0; o < 3; o++)
+    for (int drift = 0; drift < 2; drift++) {
+      char spec[96];
+      snprintf(spec, sizeof spec, "transformer-train,oversub=%s,drift=%d", ovs[o], drift);
+      rp_trace_t t;
+      load_synth(spec, &t);
+      rp_model_t m;
+      rp_model_default(&m, t.capacity);
+      rp_result_t dem, dum;
+      ck_assert_int_eq(rp_run(&t, &m, "demand", &dem), 0);
+      ck_assert_int_eq(rp_run(&t, &m, "deepum", &dum), 0);
+      if (!drift)
+        ck_assert_msg(dum.total_s < 0.95 * dem.total_s, "%s: deepum %.4f, demand %.4f", spec,
+                      dum.total_s, dem.total_s);
+      else
+        ck_assert_msg(dum.total_s <= 1.05 * dem.total_s, "%s: deepum %.4f, demand %.4f", spec,
+                      dum.total_s, dem.total_s);
+      rp_trace_free(&t);
+    }
+}
+END_TEST
+
+/* bound <= every policy, on every synthetic workload at 1.5x/2x/3x, drifting or not,
+ * in time and in bytes each way; infinite <= bound.  (clairvoyant is not a bound.) */
+START_TEST(bound_below_every_policy) {
+  const char *ovs[] = {"1.5", "2", "3"};
+  const char *pols[] = {"demand", "deepum", "static", "predict", "clairvoyant"};
+  for (int w = 0; w < 5; w++)
+    for (int o = 0; o < 3; o++)
+      for (int drift = 0; drift < 2; drift++) {
+        char spec[160];
+        snprintf(spec, sizeof spec, "%s,oversub=%s,drift=%d", small[w], ovs[o], drift);
+        rp_trace_t t;
+        load_synth(spec, &t);
+        rp_model_t m;
+        rp_model_default(&m, t.capacity);
+        rp_result_t inf, bnd, r;
+        ck_assert_int_eq(rp_run(&t, &m, "infinite", &inf), 0);
+        ck_assert_int_eq(rp_run(&t, &m, "bound", &bnd), 0);
+        ck_assert(bnd.total_s >= inf.total_s);
+        if (w == 0 && o > 0) /* training at 2x and 3x: activations must leave dirty */
+          ck_assert_msg(bnd.bytes_down > 0, "%s: the bound writes nothing back", spec);
+        for (int i = 0; i < 5; i++) {
+          ck_assert_int_eq(rp_run(&t, &m, pols[i], &r), 0);
+          ck_assert_msg(r.total_s >= bnd.total_s, "%s: %s %.6f below the bound %.6f", spec, pols[i],
+                        r.total_s, bnd.total_s);
+          ck_assert_msg(r.bytes_down >= bnd.bytes_down, "%s: %s writes back less than the bound",
+                        spec, pols[i]);
+          if (strcmp(pols[i], "static")) /* static reads host-tier data in place */
+            ck_assert_msg(r.bytes_up >= bnd.bytes_up, "%s: %s moves up less than the bound", spec,
+                          pols[i]);
+        }
+        rp_trace_free(&t);
+      }
+}
+END_TEST
+
 START_TEST(synth_spec_errors) {
   void *b = NULL;
   size_t n;
@@ -227,10 +377,15 @@ int main(void) {
   tcase_set_timeout(t, 60);
   tcase_add_test(t, demand_cost_by_hand);
   tcase_add_test(t, predict_cost_by_hand);
+  tcase_add_test(t, bound_counts_write_back_by_hand);
+  tcase_add_test(t, bound_write_back_only_dirty);
+  tcase_add_test(t, clairvoyant_is_the_old_oracle);
   tcase_add_test(t, freed_data_never_written_back);
   tcase_add_test(t, load_errors);
   tcase_add_test(t, rechunking);
   tcase_add_test(t, synthetic_rankings);
+  tcase_add_test(t, deepum_beats_demand_with_stable_addresses);
+  tcase_add_test(t, bound_below_every_policy);
   tcase_add_test(t, synth_spec_errors);
   suite_add_tcase(s, t);
   return vx_check_run(s, 1);

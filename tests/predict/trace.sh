@@ -16,7 +16,7 @@ mode=$(stat -c %a "$dir/t.vxt")
 "$check" "$dir/t.vxt" "$dir/expected"
 "$vx" replay "$dir/t.vxt" --json > "$dir/replay"
 cat "$dir/replay"
-for p in demand predict oracle; do
+for p in demand predict clairvoyant; do
   grep -q "\"policy\":\"$p\".*\"total_s\":" "$dir/replay" || { echo "no $p row"; exit 1; }
 done
 echo "predict_trace: ok"

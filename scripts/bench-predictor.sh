@@ -68,7 +68,7 @@ live_row() {
   r=$(calc "$p / $d")
   best=$(calc "$p / ($d < $s ? $d : $s)")
   moved=-
-  [ "$bd" -gt 0 ] && moved=$(calc "$bp / $bd")
+  le 1 "$bd" && moved=$(calc "$bp / $bd")
   if [ "$kind" = repeat ]; then le "$r" 0.75; else le "$best" 1.0; fi
   judge $?
   printf "%-28s %6s %10.2f %10.2f %10.2f %8s %9s %9s  %s\n" "$name" "$kind" "$(calc "$d / 1e6")" \

@@ -30,6 +30,8 @@ typedef struct ex_alloc {
   uint32_t nstarts;
   uint64_t starts[EX_STARTS]; /* sorted: offsets launches have passed pointers to */
   uint64_t seen[EX_STARTS];   /* the launch count when each was last passed */
+  uint64_t uses, ups; /* chunk references by launches; chunks prefetched (pinning) */
+  int pinned;         /* served from host memory over the link from now on */
   UT_hash_handle hh;
   uint32_t ahead[]; /* per chunk: the AHEAD batch (seq) that brought it in and
                      * no launch has used since; 0 = none */
@@ -66,7 +68,8 @@ typedef struct ex_op {
   uint64_t id;
   uint32_t first, count;
   uint8_t op, when, tier, failed;
-  uint32_t seq; /* AHEAD: its batch */
+  uint8_t dropped; /* not carried out (a pinned allocation's prefetch, its room) */
+  uint32_t seq;    /* AHEAD: its batch */
 } ex_op_t;
 
 static ex_dev_t ex_dev[VX_MAX_DEVICES] = {
@@ -267,6 +270,30 @@ static uint64_t take_hits_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, 
   return hits;
 }
 
+/* The evictions that made room for dropped prefetches are dropped too:
+ * for an AHEAD prefetch, the evictions just before it (the plan writes each
+ * prefetch after the eviction that makes its room); for the REQUIRED part,
+ * as many evicted chunks as the dropped required prefetches needed, latest
+ * first.  The policy is told both (feedback): the prefetched chunks stayed
+ * on the host, the evicted ones on the device. */
+static void drop_room(ex_op_t *ops, int n) {
+  uint64_t req_dropped = 0;
+  for (int i = 0; i < n; i++) {
+    if (ops[i].op != POL_OP_PREFETCH || !ops[i].dropped) continue;
+    if (ops[i].when == POL_REQUIRED) {
+      req_dropped += ops[i].count;
+      continue;
+    }
+    for (int k = i - 1; k >= 0 && ops[k].op == POL_OP_EVICT && ops[k].when == POL_AHEAD; k--)
+      ops[k].dropped = 1;
+  }
+  for (int k = n - 1; k >= 0 && req_dropped; k--)
+    if (ops[k].op == POL_OP_EVICT && ops[k].when == POL_REQUIRED && !ops[k].dropped) {
+      ops[k].dropped = 1;
+      req_dropped = req_dropped > ops[k].count ? req_dropped - ops[k].count : 0;
+    }
+}
+
 /* Plan actions -> ops with addresses; returns the ops written. */
 static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uint64_t *missed) {
   int n = 0;
@@ -289,6 +316,11 @@ static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uin
     o->n = a->op == POL_OP_ADVISE_READ_MOSTLY ? e->size : e->size - off;
     if (a->op != POL_OP_ADVISE_READ_MOSTLY && o->n > ((size_t)a->count << VX_CHUNK_SHIFT))
       o->n = (size_t)a->count << VX_CHUNK_SHIFT;
+    if (a->op == POL_OP_PREFETCH && e->pinned) {
+      o->dropped = 1; /* it stays on the host: the kernel reads it over the link */
+      continue;
+    }
+    if (a->op == POL_OP_PREFETCH) e->ups += a->count;
     if (a->op == POL_OP_PREFETCH && a->when == POL_REQUIRED) *missed += a->count;
     seq = 0;
     if (a->op == POL_OP_PREFETCH && a->when == POL_AHEAD)
@@ -298,6 +330,7 @@ static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uin
     if (a->op == POL_OP_EVICT) mark(e, a->index, a->count, 0);
     o->seq = seq;
   }
+  drop_room(ops, n);
   return n;
 }
 
@@ -311,6 +344,8 @@ static void feedback(ex_dev_t *d, const ex_op_t *ops, int n) {
       ex_alloc_t *e;
       HASH_FIND(hh, d->by_id, &ops[i].id, sizeof ops[i].id, e);
       if (e) mark(e, ops[i].first, ops[i].count, 0);
+      if (e && !ops[i].dropped) /* it did not come up: not a move (pinning) */
+        e->ups = e->ups > ops[i].count ? e->ups - ops[i].count : 0;
     } else if (ops[i].op == POL_OP_EVICT) {
       pol_chunk_state(d->pol, ops[i].id, ops[i].first, ops[i].count, POL_STATE_DEVICE);
     }
@@ -378,6 +413,10 @@ static void issue_sel(ex_op_t *ops, int n, int dev, CUstream s, int sel) {
   for (int i = 0; i < n; i++) {
     ex_op_t *o = &ops[i];
     if (sel >= 0 && (o->op == POL_OP_EVICT) != sel) continue;
+    if (o->dropped) { /* told to the policy as not done (feedback) */
+      o->failed = 1;
+      continue;
+    }
     if (o->op == POL_OP_PREFETCH) {
       batch_add(&b, o, 1, dev, s);
     } else if (o->op == POL_OP_EVICT && o->tier == POL_TIER_NVME) {
@@ -465,6 +504,7 @@ static void issue_ahead(ex_op_t *ops, int n, int dev, ex_side_t *x) {
   for (int i = 0; i < n; i++) {
     if (ops[i].op == POL_OP_EVICT) continue;
     issue(ops + i, 1, dev, x->up);
+    if (ops[i].dropped) continue;
     if (ops[i].seq && !ops[i].failed) side_mark(x, ops[i].seq);
   }
 }
@@ -515,6 +555,75 @@ static void run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s) {
   issue_ahead(ops + req, n - req, dev, x);
 }
 
+// ---- pinning to host memory what moving costs more than it saves ----
+
+/* Moving a chunk of managed memory in and out costs two transfers (an
+ * eviction copies it back even when it is clean: the driver keeps one copy),
+ * reading it over the link from host memory one per use.  An allocation
+ * whose chunks come up about once per use (fewer than 1.5 references per
+ * chunk brought up, after each chunk came up twice on average) is worth
+ * more where it is: it is pinned to the host (preferred location host,
+ * accessed by the device: the kernels read it over the link, nothing
+ * migrates, as the static tier) and its prefetches are dropped from then
+ * on.  This is the driver's own thrash resolution (pages that bounce are
+ * pinned to host memory and mapped), which vx's prefetches would otherwise
+ * keep from happening.  Under demand paging with an inference loop the
+ * driver does it; without it predict moved every weight every token. */
+#define EX_PIN_MAX 4
+
+typedef struct ex_pin {
+  uint64_t id;
+  CUdeviceptr base;
+  size_t size;
+  uint32_t nchunks;
+} ex_pin_t;
+
+static int pin_due(const ex_alloc_t *e) {
+  return !e->pinned && e->ups >= 2ull * e->nchunks && 2 * e->uses < 3 * e->ups;
+}
+
+/* Counts the launch's references; returns the allocations to pin now. */
+static int count_refs_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, ex_pin_t *pin) {
+  int np = 0;
+  for (uint32_t k = 0; k < n; k++) {
+    ex_alloc_t *e;
+    HASH_FIND(hh, d->by_id, &r[k].alloc_id, sizeof r[k].alloc_id, e);
+    if (!e) continue;
+    e->uses += r[k].count;
+    if (np < EX_PIN_MAX && pin_due(e)) {
+      e->pinned = 1;
+      pin[np++] = (ex_pin_t){.id = e->id, .base = e->base, .size = e->size, .nchunks = e->nchunks};
+    }
+  }
+  return np;
+}
+
+static void pin_to_host(ex_dev_t *d, int dev, const ex_pin_t *pin, int np, CUstream s) {
+  CUmemLocation gpu = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
+  CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+  ex_side_t *x = side_after(d, s);
+  for (int i = 0; i < np; i++) {
+    CUresult r = move_advise(pin[i].base, pin[i].size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host);
+    if (r == CUDA_SUCCESS)
+      r = move_advise(pin[i].base, pin[i].size, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu);
+    if (r != CUDA_SUCCESS) {
+      VX_LOG_ONCE(VX_LOG_INFO, "cuMemAdvise failed (%d): an allocation stays movable", (int)r);
+      continue;
+    }
+    if (x) { /* what is on the device goes down once, after the work before */
+      CUdeviceptr p = pin[i].base;
+      size_t sz = pin[i].size;
+      uint8_t failed = 0;
+      move_prefetch(&p, &sz, 1, host, x->down, &failed);
+    }
+    ctr_add(dev, VX_CTR_host_pins, 1);
+  }
+  pthread_mutex_lock(&d->lock);
+  for (int i = 0; i < np && d->pol; i++)
+    pol_chunk_state(d->pol, pin[i].id, 0, pin[i].nchunks, POL_STATE_HOST);
+  pthread_mutex_unlock(&d->lock);
+}
+
 static void count_use(int dev, uint64_t hits, uint64_t missed) {
   if (hits) {
     ctr_add(dev, VX_CTR_prefetch_hits, hits);
@@ -540,14 +649,17 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
                     .nranges = n};
   uint64_t missed = 0, hits = 0;
   uint32_t wait = 0;
-  int nops = 0;
+  int nops = 0, npin = 0;
+  ex_pin_t pin[EX_PIN_MAX];
   pthread_mutex_lock(&d->lock);
   if (d->pol && pol_launch(d->pol, &l, &plan) >= 0) {
     hits = take_hits_locked(d, ranges, n, &wait);
+    npin = count_refs_locked(d, ranges, n, pin); /* first: their prefetches are dropped */
     nops = translate_locked(d, &plan, ops, &missed);
   }
   pthread_mutex_unlock(&d->lock);
   count_use(dev, hits, missed);
+  if (npin) pin_to_host(d, dev, pin, npin, stream);
   if (!nops && !wait) return CUDA_SUCCESS;
   if (wait) side_wait(d, wait, stream);
   run_plan(d, dev, ops, nops, stream);

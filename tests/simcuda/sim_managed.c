@@ -241,6 +241,15 @@ int sim_managed_touch_locked(sim_alloc *a, size_t off, size_t n, int mode, int d
   for (size_t i = first; i <= last; i++) {
     sim_chunk *c = &a->chunks[i];
     settle_unpop(c);
+    if ((c->state == CH_UNPOP || c->state == CH_DISCARDED) && c->pref == PREF_HOST) {
+      /* cuda.h: with a preferred location, a faulting page is placed there
+       * (host pages are then mapped for the device): first touch populates
+       * host memory, and the kernel reaches it over the link. */
+      if (c->state == CH_DISCARDED) c->state = CH_UNPOP;
+      sim_chunk_to_host_locked(c);
+      kc->link_bytes += overlap(c, off, n);
+      continue;
+    }
     if (c->state == CH_UNPOP || c->state == CH_DISCARDED) {
       populate_on(c, d, kc);
       continue;

@@ -244,6 +244,9 @@ def dur_ns(flops, nbytes):
 
 # ---- the dispatch-mode tracer (needs torch) ----
 
+FOREACH_CHUNK = 65536  # multi_tensor_apply's kChunkSize (elements)
+FOREACH_BLOCKS = 320  # its depth_to_max_blocks: chunks per kernel
+
 # Ops that allocate or relabel memory but launch no kernel.
 NO_KERNEL = {
     "empty",
@@ -354,17 +357,17 @@ def make_tracer():
                         kind = WRITE
                     else:
                         kind = RW
-                    touched.append((t, kind))
+                    touched.append((t, kind, a.name))
             fresh = []
             for t in tree_flatten(out)[0]:
                 if isinstance(t, torch.Tensor) and t.device.type == "meta":
                     b, new = self._block(t)
                     if new:
-                        fresh.append((t, WRITE))
+                        fresh.append((t, WRITE, "out"))
             if name in NO_KERNEL:
                 return out
             regions, nbytes, dtypes = [], 0, []
-            for t, kind in touched + fresh:
+            for t, kind, _ in touched + fresh:
                 b, _ = self._block(t)
                 if b is None:
                     continue
@@ -376,6 +379,9 @@ def make_tracer():
                 dtypes.append(str(t.dtype).split(".")[-1])
             if not any(k != READ for _, _, _, k in regions):
                 return out  # a view or a query: no kernel writes anything
+            if name.startswith("_foreach_"):
+                self._foreach(func, touched + fresh)
+                return out
             flops = 0
             f = flop_registry.get(func._overloadpacket)
             if f is not None:
@@ -387,6 +393,55 @@ def make_tracer():
             self.w.launch(fnv1a(kname), dur_ns(flops, nbytes), chunk_ranges(regions))
             self.ops[name] = self.ops.get(name, 0) + 1
             return out
+
+        def _foreach(self, func, touched):
+            """A _foreach_ op launches as CUDA's multi_tensor_apply does: the
+            lists walked in 64 Ki-element chunks, one kernel per at most 320
+            chunks or max_tensors[depth] tensors, each kernel touching only
+            the slices of the tensors it covers (and every plain tensor
+            argument, such as a scalar tensor, whole)."""
+            groups = {}
+            for t, kind, g in touched:
+                groups.setdefault(g, []).append((t, kind))
+            n0 = max(len(v) for v in groups.values())
+            lists = [v for v in groups.values() if len(v) == n0]
+            whole = [tk for v in groups.values() if len(v) != n0 for tk in v]
+            max_t = (110, 64, 48, 36, 30)[min(len(lists), 5) - 1]
+            kname = fnv1a(str(func) + ":" + str(lists[0][0][0].dtype).split(".")[-1])
+            cur, blocks, tens = [], 0, 0  # cur: [tensor index, e0, e1]
+            for i in range(n0):
+                numel = lists[0][i][0].numel()
+                tens += 1
+                nch = max((numel + FOREACH_CHUNK - 1) // FOREACH_CHUNK, 1)
+                for c in range(nch):
+                    e0, e1 = c * FOREACH_CHUNK, min((c + 1) * FOREACH_CHUNK, numel)
+                    if cur and cur[-1][0] == i:
+                        cur[-1][2] = e1
+                    else:
+                        cur.append([i, e0, e1])
+                    blocks += 1
+                    if blocks == FOREACH_BLOCKS or tens == max_t or (i == n0 - 1 and c == nch - 1):
+                        self._foreach_launch(kname, lists, whole, cur)
+                        cur, blocks = [], 0
+                        tens = 0 if c == nch - 1 else 1  # a split tensor carries on
+
+        def _foreach_launch(self, kname, lists, whole, cur):
+            regions, nbytes = [], 0
+            sl = [(tks[i], e0, e1) for tks in lists for i, e0, e1 in cur]
+            for (t, kind), e0, e1 in sl + [(tk, 0, tk[0].numel()) for tk in whole]:
+                b, _ = self._block(t)
+                if b is None:
+                    continue
+                s, e, dense = self._span(t)
+                if dense:  # the slice [e0, e1) of a dense tensor
+                    s, e = s + e0 * t.element_size(), s + e1 * t.element_size()
+                elif kind == WRITE:
+                    kind = RW
+                regions.append((b, b.off + s, b.off + min(e, b.nbytes), kind))
+                nbytes += e - s
+            if regions:
+                self.w.launch(kname, dur_ns(0, nbytes), chunk_ranges(regions))
+                self.ops["_foreach"] = self.ops.get("_foreach", 0) + 1
 
         def finish(self):
             cap = self.alloc.reserved // 2 // CHUNK * CHUNK
@@ -412,6 +467,11 @@ def models():
             return aten._scaled_dot_product_efficient_attention(q, k, v, None, True, p, causal)[0]
         return aten._scaled_dot_product_flash_attention(q, k, v, p, causal)[0]
 
+    def dropout(x, p, training):
+        """F.dropout as CUDA runs it: one fused native_dropout kernel (on meta
+        tensors F.dropout would decompose into three)."""
+        return aten.native_dropout(x, p, True)[0] if training and p > 0 else x
+
     class Block(nn.Module):  # GPT-2 / BERT transformer block
         def __init__(self, d, heads, ffn, pre_ln, causal, drop, moe=None):
             super().__init__()
@@ -424,14 +484,14 @@ def models():
             B, T, d = x.shape
             q, k, v = self.qkv(x).view(B, T, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
             y = attention(q, k, v, self.causal, self.drop if self.training else 0.0)
-            return F.dropout(self.proj(y.transpose(1, 2).reshape(B, T, d)), self.drop, self.training)
+            return dropout(self.proj(y.transpose(1, 2).reshape(B, T, d)), self.drop, self.training)
 
         def forward(self, x):
             if self.pre:
                 x = x + self.attn(self.ln1(x))
-                return x + F.dropout(self.mlp(self.ln2(x)), self.drop, self.training)
+                return x + dropout(self.mlp(self.ln2(x)), self.drop, self.training)
             x = self.ln1(x + self.attn(x))
-            return self.ln2(x + F.dropout(self.mlp(x), self.drop, self.training))
+            return self.ln2(x + dropout(self.mlp(x), self.drop, self.training))
 
     class LM(nn.Module):  # GPT-2 (pre-LN, causal) or BERT (post-LN, MLM head)
         def __init__(self, vocab, ctx, d, layers, heads, bert, moe=None):
@@ -447,7 +507,7 @@ def models():
 
         def forward(self, idx):
             x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
-            x = F.dropout(x, 0.1, self.training)
+            x = dropout(x, 0.1, self.training)
             for b in self.blocks:
                 x = b(x)
             x = self.ln(F.gelu(self.head(x)) if self.bert else x)

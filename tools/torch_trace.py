@@ -344,7 +344,7 @@ def make_tracer():
             # Arguments by schema: written ones are in-place (or out=) targets.
             sch = func._schema.arguments
             vals = list(args) + [kwargs.get(a.name) for a in sch[len(args) :]]
-            touched = []  # (tensor, kind)
+            touched = []  # (tensor, kind, argument name)
             for a, v in zip(sch, vals):
                 ts = [x for x in tree_flatten(v)[0] if isinstance(x, torch.Tensor)]
                 wr = a.alias_info is not None and a.alias_info.is_write
@@ -420,10 +420,11 @@ def make_tracer():
                     else:
                         cur.append([i, e0, e1])
                     blocks += 1
-                    if blocks == FOREACH_BLOCKS or tens == max_t or (i == n0 - 1 and c == nch - 1):
+                    done = c == nch - 1  # a tensor counts against max_t once it ends
+                    if blocks == FOREACH_BLOCKS or (tens == max_t and done) or (i == n0 - 1 and done):
                         self._foreach_launch(kname, lists, whole, cur)
                         cur, blocks = [], 0
-                        tens = 0 if c == nch - 1 else 1  # a split tensor carries on
+                        tens = 0 if done else 1  # a split tensor carries on
 
         def _foreach_launch(self, kname, lists, whole, cur):
             regions, nbytes = [], 0

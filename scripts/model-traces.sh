@@ -19,7 +19,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/tests/traces}
 venv=${VX_MODELS_VENV:-$root/.venv-models}
-MODELS=(gpt2-medium bert-base resnet50 moe llama-decode)
+MODELS=(gpt2-medium bert-base resnet50 moe llama-decode mixtral-decode)
 say() { echo "model-traces: $*" >&2; }
 
 if [ "${1:-}" = --table ]; then

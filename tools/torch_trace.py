@@ -11,7 +11,7 @@ launch a kernel becomes a LAUNCH record naming the 2 MiB chunks of the
 segments its tensors' bytes lie in. The format is policy/TRACE.md.
 
     torch_trace.py MODEL OUT.vxt [--iters N] [--tokens N] ...
-    models: gpt2-medium bert-base resnet50 moe llama-decode
+    models: gpt2-medium bert-base resnet50 moe llama-decode mixtral-decode
 
 The allocator model and the trace writer need no torch (tests/traces/
 test_layout.py drives them on a synthetic op list).
@@ -519,11 +519,12 @@ def models():
         is drawn from a skewed host distribution that changes every call and
         the token indices come from a device kernel (as nonzero/sort would)."""
 
-        def __init__(self, d, ffn, experts, topk, gen):
+        def __init__(self, d, ffn, experts, topk, gen, glu=False):
             super().__init__()
-            self.k, self.gen = topk, gen
+            self.k, self.gen, self.glu = topk, gen, glu
             self.gate = nn.Linear(d, experts, bias=False)
-            self.w1 = nn.ParameterList(nn.Parameter(torch.empty(ffn, d)) for _ in range(experts))
+            w1 = 2 * ffn if glu else ffn  # SwiGLU experts: gate and up projections in one
+            self.w1 = nn.ParameterList(nn.Parameter(torch.empty(w1, d)) for _ in range(experts))
             self.w2 = nn.ParameterList(nn.Parameter(torch.empty(d, ffn)) for _ in range(experts))
             for w in list(self.w1) + list(self.w2):
                 nn.init.normal_(w, std=0.02)
@@ -535,15 +536,22 @@ def models():
             probs = F.softmax(self.gate(x), dim=-1)
             w, _ = torch.topk(probs, self.k, dim=-1)
             pop = torch.rand(E, generator=self.gen, device="cpu") ** 2 + 0.05
-            pick = torch.multinomial(pop, n * self.k, replacement=True, generator=self.gen)
-            counts = torch.bincount(pick, minlength=E)
+            # each token picks k distinct experts
+            pick = torch.multinomial(pop.expand(n, E), self.k, replacement=False, generator=self.gen)
+            counts = torch.bincount(pick.flatten(), minlength=E)
             out = torch.zeros_like(x)
             for e in range(E):
                 c = min(int(counts[e]), n)
                 if c == 0:
                     continue
                 idx = torch.randint(0, n, (c,), device=x.device)
-                h = F.gelu(x.index_select(0, idx) @ self.w1[e].t()) @ self.w2[e].t()
+                h = x.index_select(0, idx) @ self.w1[e].t()
+                if self.glu:
+                    g, u = h.chunk(2, dim=-1)
+                    h = F.silu(g) * u
+                else:
+                    h = F.gelu(h)
+                h = h @ self.w2[e].t()
                 out = out.index_add(0, idx, h * w[:c, :1])
             return out.view(shape)
 
@@ -589,20 +597,26 @@ def models():
 
     class Llama(nn.Module):
         """Llama-2-like decoder (RMSNorm, rotary, SwiGLU), fp16, KV cache grown
-        with torch.cat each token as simple generation loops do."""
+        with torch.cat each token as simple generation loops do; with
+        kv_heads < heads (grouped-query attention, K and V repeated for the
+        kernel as Hugging Face's repeat_kv does) and moe (a factory of MoE
+        FFNs) it is Mixtral-like."""
 
-        def __init__(self, vocab, d, layers, heads, ffn):
+        def __init__(self, vocab, d, layers, heads, ffn, kv_heads=None, moe=None):
             super().__init__()
-            self.h = heads
+            self.h, self.kvh = heads, kv_heads or heads
             self.emb = nn.Embedding(vocab, d)
             self.layers = nn.ModuleList()
             for _ in range(layers):
                 L = nn.Module()
                 L.n1, L.n2 = nn.RMSNorm(d), nn.RMSNorm(d)
-                L.wqkv = nn.Linear(d, 3 * d, bias=False)
+                L.wqkv = nn.Linear(d, d + 2 * d * self.kvh // heads, bias=False)
                 L.wo = nn.Linear(d, d, bias=False)
-                L.w13 = nn.Linear(d, 2 * ffn, bias=False)
-                L.w2 = nn.Linear(ffn, d, bias=False)
+                if moe:
+                    L.moe = moe()
+                else:
+                    L.w13 = nn.Linear(d, 2 * ffn, bias=False)
+                    L.w2 = nn.Linear(ffn, d, bias=False)
                 self.layers.append(L)
             self.norm, self.out = nn.RMSNorm(d), nn.Linear(d, vocab, bias=False)
 
@@ -620,14 +634,21 @@ def models():
             ang = torch.outer(t, inv).repeat(1, 2)
             cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
             for i, L in enumerate(self.layers):
-                q, k, v = L.wqkv(L.n1(x)).view(B, T, 3, self.h, hd).permute(2, 0, 3, 1, 4)
+                qkv = L.wqkv(L.n1(x)).view(B, T, self.h + 2 * self.kvh, hd).transpose(1, 2)
+                q, k, v = qkv.split((self.h, self.kvh, self.kvh), dim=1)
                 q, k = self.rope(q, cos, sin), self.rope(k, cos, sin)
                 if cache[i] is not None:
                     k = torch.cat((cache[i][0], k), dim=2)
                     v = torch.cat((cache[i][1], v), dim=2)
                 cache[i] = (k, v)
+                if self.kvh != self.h:
+                    k = k.repeat_interleave(self.h // self.kvh, dim=1)
+                    v = v.repeat_interleave(self.h // self.kvh, dim=1)
                 y = attention(q, k, v, T > 1, 0.0)
                 x = x + L.wo(y.transpose(1, 2).reshape(B, T, -1))
+                if hasattr(L, "moe"):
+                    x = x + L.moe(L.n2(x))
+                    continue
                 g, u = L.w13(L.n2(x)).chunk(2, dim=-1)
                 x = x + L.w2(F.silu(g) * u)
             return self.out(self.norm(x[:, -1:]))
@@ -676,9 +697,14 @@ def run_model(name, a):
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 del x, y, loss
-        elif name == "llama-decode":
+        elif name in ("llama-decode", "mixtral-decode"):
             torch.set_default_dtype(torch.float16)  # built in fp16: no fp32 copy first
-            model = Llama(32000, 4096, a.layers or 32, 32, 11008).eval()
+            if name == "llama-decode":
+                model = Llama(32000, 4096, a.layers or 32, 32, 11008)
+            else:
+                moe = lambda: MoE(4096, 14336, 8, 2, gen, glu=True)  # noqa: E731
+                model = Llama(32000, 4096, a.layers or 16, 32, 0, kv_heads=8, moe=moe)
+            model.eval()
             torch.set_default_dtype(torch.float32)
             with torch.no_grad():
                 cache = [None] * len(model.layers)
@@ -699,6 +725,7 @@ DEFAULTS = {  # model -> (batch, seq, iters, layers, tokens)
     "resnet50": (64, 224, 5, 0, 0),
     "moe": (8, 1024, 5, 6, 0),
     "llama-decode": (8, 512, 0, 0, 16),
+    "mixtral-decode": (4, 256, 0, 16, 14),
 }
 
 

@@ -34,5 +34,5 @@ for t in "$dir"/*.vxt; do
       exit bad
     }' || exit 1
 done
-[ "$n" -ge 5 ] || { echo "FAIL: expected the 5 model traces in $dir, found $n"; exit 1; }
+[ "$n" -ge 6 ] || { echo "FAIL: expected the 6 model traces in $dir, found $n"; exit 1; }
 echo "traces_replay: $n traces ok"

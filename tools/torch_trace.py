@@ -445,6 +445,7 @@ def make_tracer():
                 self.ops["_foreach"] = self.ops.get("_foreach", 0) + 1
 
         def finish(self):
+            self._reap()
             cap = self.alloc.reserved // 2 // CHUNK * CHUNK
             return self.w.finish(max(cap, CHUNK))
 

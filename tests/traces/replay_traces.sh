@@ -1,0 +1,38 @@
+#!/bin/sh
+# replay_traces.sh VX DIR: every committed model trace (DIR/*.vxt, made by
+# scripts/model-traces.sh) decodes with vx's decoder and replays through
+# demand, predict and bound; at the header's capacity (half the peak
+# footprint) demand paging must move data up, and the bound is no slower
+# than demand.  Each trace stays small enough to commit (< 2 MiB).
+set -eu
+vx=$1 dir=$2
+n=0
+for t in "$dir"/*.vxt; do
+  [ -e "$t" ] || break
+  n=$((n + 1))
+  size=$(wc -c <"$t")
+  [ "$size" -lt 2097152 ] || { echo "FAIL: $t is $size bytes (>= 2 MiB)"; exit 1; }
+  out=$("$vx" replay "$t" --policy demand,predict,bound --json) || { echo "FAIL: vx replay $t"; exit 1; }
+  echo "$out"
+  printf '%s\n' "$out" | awk -v t="$t" '
+    function num(key,   m) {
+      if (!match($0, "\"" key "\":-?[0-9.eE+-]+")) { print "FAIL: " t ": " key " missing: " $0; bad = 1; return 0 }
+      m = substr($0, RSTART, RLENGTH); sub(/^[^:]*:/, "", m); return m + 0
+    }
+    {
+      n++
+      if (match($0, /"policy":"[a-z]+"/)) p = substr($0, RSTART + 10, RLENGTH - 11); else p = "?"
+      tot[p] = num("total_s"); up[p] = num("bytes_up")
+      if (tot[p] <= 0) { print "FAIL: " t ": " p " total_s <= 0"; bad = 1 }
+    }
+    END {
+      if (n != 3 || !("demand" in tot) || !("predict" in tot) || !("bound" in tot)) {
+        print "FAIL: " t ": expected demand, predict and bound, got " n " lines"; exit 1
+      }
+      if (up["demand"] <= 0) { print "FAIL: " t ": demand moved nothing up at half the peak"; bad = 1 }
+      if (tot["bound"] > tot["demand"]) { print "FAIL: " t ": bound slower than demand"; bad = 1 }
+      exit bad
+    }' || exit 1
+done
+[ "$n" -ge 6 ] || { echo "FAIL: expected the 6 model traces in $dir, found $n"; exit 1; }
+echo "traces_replay: $n traces ok"

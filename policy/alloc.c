@@ -119,6 +119,7 @@ void lru_touch(pol_t *p, struct pol_chunk *c) {
 void chunk_set_resident(pol_t *p, struct pol_chunk *c) {
   if (c->loc == LOC_DEV) return;
   if (c->loc == LOC_HOST && p->host_used) p->host_used--;
+  c->dirty = 1; /* no copy elsewhere is known to be kept; a plan's prefetch clears it */
   c->loc = LOC_DEV;
   p->used++;
   lru_append(p, c);

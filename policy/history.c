@@ -96,7 +96,10 @@ static void launch_keys(pol_t *p, const pol_launch_t *l, struct hrec *r) {
     struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
     if (!a || a->tier != POL_TIER_MANAGED) continue;
     struct hrng *g = &h->rng[h->rng_w++ & (h->nrng - 1)];
-    *g = (struct hrng){.name = a->name, .first = l->ranges[i].first, .count = l->ranges[i].count};
+    *g = (struct hrng){.name = a->name,
+                       .first = l->ranges[i].first,
+                       .count = l->ranges[i].count,
+                       .mode = l->ranges[i].mode};
     if (!r->nr) kc = pol_hash2(kc, a->name);
     kf = pol_hash2(pol_hash2(kf, a->name), ((uint64_t)g->first << 32) | g->count);
     r->nr++;

@@ -16,7 +16,7 @@ struct hrec {
 
 struct hrng {
   uint64_t name;
-  uint32_t first, count;
+  uint32_t first, count, mode;
 };
 
 struct hctx {

@@ -13,6 +13,7 @@
 #define POL_REPLAN_EVERY 4  /* launches on a predicted track between full plans */
 #define POL_REPLAN_QUIET 64 /* the same after a full plan that moved nothing */
 #define POL_WINDOW_FACTOR 4 /* the window ranks up to this many capacities of chunks */
+#define POL_ROOM_FAR 4      /* room-only victims: next use >= window / this past the want */
 
 enum { LOC_FRESH = 0, LOC_DEV, LOC_HOST, LOC_NVME };
 
@@ -28,7 +29,8 @@ struct pol_chunk {
   uint32_t next_use; /* launches until the predicted next use (valid when stamp == epoch) */
   uint32_t next2;    /* the use after that within the window, 0 = none */
   uint8_t loc;       /* LOC_* as the policy believes */
-  uint8_t pad[3];
+  uint8_t dirty;     /* resident and not known to match a copy elsewhere (see POL_ACT_CLEAN) */
+  uint8_t pad[2];
 };
 
 /* One live allocation. */
@@ -52,7 +54,7 @@ struct pol_arec {
 struct fut_rng {
   struct pol_arec *a;
   uint64_t key;
-  uint32_t first, count;
+  uint32_t first, count, mode;
 };
 struct fut_launch {
   uint32_t n;
@@ -61,9 +63,13 @@ struct fut_launch {
 
 /* A chunk wanted on the device for predicted position j. */
 struct want {
-  struct pol_chunk *c;
+  struct pol_chunk *c; /* NULL: room for `room` chunks of an allocation not made yet */
   uint32_t j;
+  uint32_t nodata; /* its first predicted use only writes it: it needs room, no transfer */
+  uint32_t room;
 };
+
+#define POL_SEEN_SLOTS 1024 /* future allocations told apart by one walk */
 
 struct pred_hist;
 struct dum;
@@ -91,9 +97,12 @@ struct pol {
   uint32_t win_n, win_cap;
   struct want *want;
   uint32_t want_n, want_cap;
-  struct fut_rng *fut;      /* POL_MAX_RANGES entries */
-  struct pol_chunk *cursor; /* victim cursor on the LRU list */
-  uint32_t wtail;           /* victim cursor on win (from the tail) */
+  struct fut_rng *fut;           /* POL_MAX_RANGES entries */
+  struct pol_chunk *cursor;      /* victim cursor on the LRU list */
+  uint32_t wtail;                /* victim cursor on win (from the tail) */
+  uint32_t walked;               /* launches the last walk predicted */
+  uint64_t seen[POL_SEEN_SLOTS]; /* names of future allocations met by this walk */
+  uint32_t seen_stamp[POL_SEEN_SLOTS];
 
   struct pred_hist *hist;
   struct dum *dum;
@@ -115,6 +124,8 @@ uint64_t pol_hash2(uint64_t a, uint64_t b);
 
 /* ---- plan.c: writing actions ---- */
 int plan_emit(pol_plan_t *plan, int op, int when, int tier, const struct pol_chunk *c);
+/* The same with POL_ACT_* flags (runs merge only with equal flags). */
+int plan_emit_f(pol_plan_t *plan, int op, int when, int tier, int flags, const struct pol_chunk *c);
 int plan_emit_alloc(pol_plan_t *plan, int op, int when, const struct pol_arec *a);
 
 /* ---- planner.c ---- */

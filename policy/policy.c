@@ -159,7 +159,8 @@ int oracle_next(pol_t *p, void *vit, struct fut_launch *out) {
     out->r[out->n++] = (struct fut_rng){.a = a,
                                         .key = l.ranges[i].alloc_id,
                                         .first = l.ranges[i].first,
-                                        .count = l.ranges[i].count};
+                                        .count = l.ranges[i].count,
+                                        .mode = l.ranges[i].mode};
   }
   return 1;
 }

@@ -36,6 +36,7 @@ static void resolve(pol_t *p, const struct hrec *r, struct fut_launch *out) {
     f->key = g->name;
     f->first = g->first;
     f->count = g->count;
+    f->mode = g->mode;
   }
 }
 

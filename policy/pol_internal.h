@@ -38,11 +38,12 @@ struct pol_arec {
   uint64_t id, addr, size;
   uint64_t name; /* drift-proof identity: (size, rank among live same-size allocs) */
   uint32_t nchunks;
-  uint32_t reads;  /* read-only launches since its first (initialising) use */
-  uint8_t tier;    /* pol_tier_t */
-  uint8_t used;    /* has been touched by a launch */
-  uint8_t written; /* written (or unknown mode) after the initialising launch */
-  uint8_t advised; /* ReadMostly advice given */
+  uint32_t reads;      /* read-only launches since its first (initialising) use */
+  uint8_t tier;        /* pol_tier_t */
+  uint8_t used;        /* has been touched by a launch */
+  uint8_t written;     /* written (or unknown mode) after the initialising launch */
+  uint8_t advised;     /* ReadMostly advice given */
+  uint64_t born, last; /* predictor: launches of its first and last use (0 = none) */
   struct pol_chunk *chunks;
   UT_hash_handle hh; /* by id */
   UT_hash_handle hn; /* by name */
@@ -117,6 +118,8 @@ struct pol_arec *pol_find_addr(pol_t *p, uint64_t addr);
 int pol_arec_add(pol_t *p, uint64_t id, uint64_t addr, uint64_t size, struct pol_arec **out);
 void pol_arec_remove(pol_t *p, struct pol_arec *a);
 void pol_arec_clear(pol_t *p);
+/* Gives live allocation a the name `name` (no live allocation may hold it). */
+void pol_arec_rename(pol_t *p, struct pol_arec *a, uint64_t name);
 void lru_touch(pol_t *p, struct pol_chunk *c);
 void chunk_set_resident(pol_t *p, struct pol_chunk *c);
 void chunk_set_away(pol_t *p, struct pol_chunk *c, int loc);
@@ -143,6 +146,10 @@ void hist_destroy(pol_t *p);
 /* Records launch l (sequence number p->seq) and matches its context. */
 void hist_record(pol_t *p, const pol_launch_t *l);
 int hist_on_track(const pol_t *p);
+/* The allocation that takes over dying allocation `dead`'s role (and name):
+ * one made bigger (up to 2x) and first used by the launch that used `dead` last
+ * (a cache grown by copying, torch.cat style), or NULL. */
+struct pol_arec *hist_successor(pol_t *p, const struct pol_arec *dead);
 /* Iterator over predicted launches, merged across streams. */
 struct pred_it;
 struct pred_it *pred_begin(pol_t *p);

@@ -138,7 +138,10 @@ int pol_free(pol_t *p, uint64_t alloc_id, uint64_t now, pol_plan_t *plan) {
   }
   if (p->dum) dum_forget(p, a);
   p->changes++;
+  struct pol_arec *heir = p->hist ? hist_successor(p, a) : NULL;
+  uint64_t name = a->name;
   pol_arec_remove(p, a);
+  if (heir) pol_arec_rename(p, heir, name); /* a grown copy plays its part */
   return plan ? (int)plan->n : 0;
 }
 

@@ -149,34 +149,50 @@ static void launch_keys(pol_t *p, const pol_launch_t *l, struct hrec *r) {
   r->kc = kc;
 }
 
+/* 1 if past launch n could be the present r with some of its arguments moved:
+ * the same kernel and number of ranges, the same first allocation (in a
+ * mixture of experts the expert's weights: another one is another path) and
+ * at least half of the ranges on the same allocations (a KV cache re-made
+ * elsewhere each token changes the others). */
+static int similar(const struct pred_hist *h, const struct hrec *n, const struct hrec *r) {
+  if (n->kernel != r->kernel || n->nr != r->nr) return 0;
+  uint32_t same = 0;
+  if (r->nr && h->rng[n->rpos & (h->nrng - 1)].name != h->rng[r->rpos & (h->nrng - 1)].name)
+    return 0;
+  for (uint32_t i = 0; i < r->nr; i++)
+    same +=
+        h->rng[(n->rpos + i) & (h->nrng - 1)].name == h->rng[(r->rpos + i) & (h->nrng - 1)].name;
+  return 2 * same >= r->nr;
+}
+
 /* Where the present continues a past sequence: first the launch after the last
- * match if it repeats (sticky), else the last occurrence of this context, by
- * the finest key that knows it.  A coarse match must also agree on the
- * number of ranges, so that a kernel called once per layer on one shared
- * buffer first does not lock onto another layer's launch. */
+ * match if it repeats (sticky), else the last occurrence of this context by
+ * the fine key, else the launch after the last match if it is similar (the
+ * sequence goes on with some arguments moved: better than jumping to another
+ * layer's launch by a coarser key), else by the medium and coarse keys.  A
+ * coarse match must also agree on the number of ranges. */
 static uint64_t find_match(struct pred_hist *h, const struct hstream *s, const struct hrec *r,
                            const uint64_t ctx[3]) {
   const struct hrec *m = hist_get(h, s->match);
+  const struct hrec *n = m ? hist_get(h, m->next_same) : NULL;
   h->on_track = 0;
-  if (m) {
-    const struct hrec *n = hist_get(h, m->next_same);
-    if (n && n->kf == r->kf) {
-      h->on_track = 1;
-      return n->seq;
-    }
+  if (n && n->kf == r->kf) {
+    h->on_track = 1;
+    return n->seq;
   }
-  const struct hctx *t[3] = {h->tf, h->tm, h->tc};
-  for (int k = 0; k < 3; k++) {
-    const struct hrec *c = hist_get(h, table_get(h, t[k], ctx[k]));
-    if (c && (k < 2 || c->nr == r->nr)) return c->seq;
-  }
-  return 0;
+  const struct hrec *c = hist_get(h, table_get(h, h->tf, ctx[0]));
+  if (c) return c->seq;
+  if (n && similar(h, n, r)) return n->seq;
+  c = hist_get(h, table_get(h, h->tm, ctx[1]));
+  if (c) return c->seq;
+  c = hist_get(h, table_get(h, h->tc, ctx[2]));
+  return c && c->nr == r->nr ? c->seq : 0;
 }
 
 void hist_record(pol_t *p, const pol_launch_t *l) {
   struct pred_hist *h = p->hist;
   struct hrec *r = &h->rec[p->seq & (h->nrec - 1)];
-  *r = (struct hrec){.seq = p->seq, .stream = l->stream, .time = l->now};
+  *r = (struct hrec){.seq = p->seq, .stream = l->stream, .time = l->now, .kernel = l->kernel};
   launch_keys(p, l, r);
   struct hstream *s = stream_slot(h, l->stream, p->seq);
   uint64_t ctx[3] = {pol_hash2(s->kf, r->kf), pol_hash2(s->km, r->km), pol_hash2(s->kc, r->kc)};

@@ -7,7 +7,7 @@
 
 struct hrec {
   uint64_t seq; /* 0 = empty slot */
-  uint64_t stream, time;
+  uint64_t stream, time, kernel;
   uint64_t kf, km, kc; /* fine, medium (names only) and coarse keys */
   uint64_t next_same;  /* next launch on the same stream, 0 = none yet */
   uint64_t rpos;       /* absolute index of the first range in the range ring */

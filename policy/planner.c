@@ -302,8 +302,8 @@ static void pass_current(pol_t *p, const pol_launch_t *l, struct passed *s) {
 
 /* MIN's choice at j among resident chunks, if it may be evicted now.  room:
  * the chunk wanted at j needs room only (no transfer): its victim may also be
- * one MIN would keep for a passed chunk, if its own next use is far (a quarter
- * of the predicted window past j), so that write-backs start early, while the
+ * one MIN would keep for a passed chunk, if its own next use is far (half the
+ * predicted window past j), so that write-backs start early, while the
  * down link is idle, instead of on the launch's critical path. */
 static struct pol_chunk *victim_min(pol_t *p, struct passed *s, uint32_t j, int room) {
   struct pol_chunk *v = victim_cold(p, 1);

@@ -13,7 +13,7 @@
 #define POL_REPLAN_EVERY 4  /* launches on a predicted track between full plans */
 #define POL_REPLAN_QUIET 64 /* the same after a full plan that moved nothing */
 #define POL_WINDOW_FACTOR 4 /* the window ranks up to this many capacities of chunks */
-#define POL_ROOM_FAR 4      /* room-only victims: next use >= window / this past the want */
+#define POL_ROOM_FAR 2      /* room-only victims: next use >= window / this past the want */
 
 enum { LOC_FRESH = 0, LOC_DEV, LOC_HOST, LOC_NVME };
 

@@ -90,6 +90,15 @@ void pol_arec_remove(pol_t *p, struct pol_arec *a) {
   free(a);
 }
 
+void pol_arec_rename(pol_t *p, struct pol_arec *a, uint64_t name) {
+  HASH_DELETE(hn, p->by_name, a);
+  a->name = name;
+  vxhash_oomed = 0;
+  HASH_ADD(hn, p->by_name, name, sizeof a->name, a);
+  /* uthash cannot fail to re-add an entry it just removed unless the bucket
+   * array must grow; then the allocation is only unnamed for prediction */
+}
+
 void pol_arec_clear(pol_t *p) {
   struct pol_arec *a, *t;
   HASH_ITER(hh, p->by_id, a, t) pol_arec_remove(p, a);
@@ -119,6 +128,7 @@ void lru_touch(pol_t *p, struct pol_chunk *c) {
 void chunk_set_resident(pol_t *p, struct pol_chunk *c) {
   if (c->loc == LOC_DEV) return;
   if (c->loc == LOC_HOST && p->host_used) p->host_used--;
+  c->dirty = 1; /* no copy elsewhere is known to be kept; a plan's prefetch clears it */
   c->loc = LOC_DEV;
   p->used++;
   lru_append(p, c);

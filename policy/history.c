@@ -22,9 +22,10 @@ int hist_create(pol_t *p) {
   h->rec = calloc(h->nrec, sizeof *h->rec);
   h->rng = calloc(h->nrng, sizeof *h->rng);
   h->tf = calloc(h->tsize, sizeof *h->tf);
+  h->tm = calloc(h->tsize, sizeof *h->tm);
   h->tc = calloc(h->tsize, sizeof *h->tc);
   p->hist = h;
-  if (!h->rec || !h->rng || !h->tf || !h->tc) return -ENOMEM;
+  if (!h->rec || !h->rng || !h->tf || !h->tm || !h->tc) return -ENOMEM;
   return 0;
 }
 
@@ -34,6 +35,7 @@ void hist_destroy(pol_t *p) {
   free(h->rec);
   free(h->rng);
   free(h->tf);
+  free(h->tm);
   free(h->tc);
   free(h);
   p->hist = NULL;
@@ -86,57 +88,123 @@ static struct hstream *stream_slot(struct pred_hist *h, uint64_t id, uint64_t se
 
 // ---- recording ----
 
-/* Keys: `fine` = kernel + every range (by name), `coarse` = kernel + first name. */
+// ---- allocation lineage ----
+
+static void note_birth(pol_t *p, struct pol_arec *a) {
+  struct pred_hist *h = p->hist;
+  if (a->last != p->seq) {
+    if (!a->born) {
+      a->born = p->seq;
+      if (h->born_seq != p->seq) h->born_seq = p->seq, h->nborn = 0;
+      if (h->nborn < HIST_BIRTHS) h->born[h->nborn++] = a->id;
+    }
+    a->last = p->seq;
+  }
+}
+
+struct pol_arec *hist_successor(pol_t *p, const struct pol_arec *dead) {
+  struct pred_hist *h = p->hist;
+  if (!h || !dead->last || dead->last != h->born_seq) return NULL;
+  struct pol_arec *best = NULL;
+  for (uint32_t i = 0; i < h->nborn; i++) {
+    struct pol_arec *x = pol_find(p, h->born[i]);
+    if (!x || x == dead || x->size < dead->size || x->size > 2 * dead->size) continue;
+    if (!best || x->size < best->size) best = x;
+  }
+  if (best) { /* one heir per birth */
+    for (uint32_t i = 0; i < h->nborn; i++)
+      if (h->born[i] == best->id) h->born[i] = h->born[--h->nborn];
+  }
+  return best;
+}
+
+// ---- recording ----
+
+/* Keys: `fine` = kernel + every range (name, extent; a range over a whole
+ * allocation counts as "whole", so a cache that grows keeps its key),
+ * `medium` = kernel + every name, `coarse` = kernel + first name. */
 static void launch_keys(pol_t *p, const pol_launch_t *l, struct hrec *r) {
   struct pred_hist *h = p->hist;
-  uint64_t kf = pol_hash2(l->kernel, 0x5f), kc = kf;
+  uint64_t kf = pol_hash2(l->kernel, 0x5f), km = kf, kc = kf;
   r->nr = 0;
   r->rpos = h->rng_w;
   for (uint32_t i = 0; i < l->nranges && r->nr < POL_MAX_RANGES; i++) {
     struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
     if (!a || a->tier != POL_TIER_MANAGED) continue;
+    note_birth(p, a);
     struct hrng *g = &h->rng[h->rng_w++ & (h->nrng - 1)];
-    *g = (struct hrng){.name = a->name, .first = l->ranges[i].first, .count = l->ranges[i].count};
+    uint32_t first = l->ranges[i].first, count = l->ranges[i].count;
+    *g = (struct hrng){.name = a->name,
+                       .first = first,
+                       .count = count,
+                       .mode = l->ranges[i].mode,
+                       .whole = first == 0 && count >= a->nchunks};
     if (!r->nr) kc = pol_hash2(kc, a->name);
-    kf = pol_hash2(pol_hash2(kf, a->name), ((uint64_t)g->first << 32) | g->count);
+    km = pol_hash2(km, a->name);
+    kf = pol_hash2(km, g->whole ? 0xffffffffull : ((uint64_t)first << 32) | count);
     r->nr++;
   }
   r->kf = kf;
+  r->km = km;
   r->kc = kc;
 }
 
+/* 1 if past launch n could be the present r with some of its arguments moved:
+ * the same kernel and number of ranges, the same first allocation (in a
+ * mixture of experts the expert's weights: another one is another path) and
+ * at least half of the ranges on the same allocations (a KV cache re-made
+ * elsewhere each token changes the others). */
+static int similar(const struct pred_hist *h, const struct hrec *n, const struct hrec *r) {
+  if (n->kernel != r->kernel || n->nr != r->nr) return 0;
+  uint32_t same = 0;
+  if (r->nr && h->rng[n->rpos & (h->nrng - 1)].name != h->rng[r->rpos & (h->nrng - 1)].name)
+    return 0;
+  for (uint32_t i = 0; i < r->nr; i++)
+    same +=
+        h->rng[(n->rpos + i) & (h->nrng - 1)].name == h->rng[(r->rpos + i) & (h->nrng - 1)].name;
+  return 2 * same >= r->nr;
+}
+
 /* Where the present continues a past sequence: first the launch after the last
- * match if it repeats (sticky), else the last occurrence of this context. */
+ * match if it repeats (sticky), else the last occurrence of this context by
+ * the fine key, else the launch after the last match if it is similar (the
+ * sequence goes on with some arguments moved: better than jumping to another
+ * layer's launch by a coarser key), else by the medium and coarse keys.  A
+ * coarse match must also agree on the number of ranges. */
 static uint64_t find_match(struct pred_hist *h, const struct hstream *s, const struct hrec *r,
-                           uint64_t cf, uint64_t cc) {
+                           const uint64_t ctx[3]) {
   const struct hrec *m = hist_get(h, s->match);
+  const struct hrec *n = m ? hist_get(h, m->next_same) : NULL;
   h->on_track = 0;
-  if (m) {
-    const struct hrec *n = hist_get(h, m->next_same);
-    if (n && n->kf == r->kf) {
-      h->on_track = 1;
-      return n->seq;
-    }
+  if (n && n->kf == r->kf) {
+    h->on_track = 1;
+    return n->seq;
   }
-  uint64_t seq = table_get(h, h->tf, cf);
-  if (!hist_get(h, seq)) seq = table_get(h, h->tc, cc);
-  return hist_get(h, seq) ? seq : 0;
+  const struct hrec *c = hist_get(h, table_get(h, h->tf, ctx[0]));
+  if (c) return c->seq;
+  if (n && similar(h, n, r)) return n->seq;
+  c = hist_get(h, table_get(h, h->tm, ctx[1]));
+  if (c) return c->seq;
+  c = hist_get(h, table_get(h, h->tc, ctx[2]));
+  return c && c->nr == r->nr ? c->seq : 0;
 }
 
 void hist_record(pol_t *p, const pol_launch_t *l) {
   struct pred_hist *h = p->hist;
   struct hrec *r = &h->rec[p->seq & (h->nrec - 1)];
-  *r = (struct hrec){.seq = p->seq, .stream = l->stream, .time = l->now};
+  *r = (struct hrec){.seq = p->seq, .stream = l->stream, .time = l->now, .kernel = l->kernel};
   launch_keys(p, l, r);
   struct hstream *s = stream_slot(h, l->stream, p->seq);
-  uint64_t cf = pol_hash2(s->kf, r->kf), cc = pol_hash2(s->kc, r->kc);
-  s->match = find_match(h, s, r, cf, cc);
+  uint64_t ctx[3] = {pol_hash2(s->kf, r->kf), pol_hash2(s->km, r->km), pol_hash2(s->kc, r->kc)};
+  s->match = find_match(h, s, r, ctx);
   if (s->match) p->st.launches_matched++;
   struct hrec *prev = (struct hrec *)hist_get(h, s->last_seq);
   if (prev && prev != r) prev->next_same = p->seq;
-  table_put(h, h->tf, cf, p->seq);
-  table_put(h, h->tc, cc, p->seq);
+  table_put(h, h->tf, ctx[0], p->seq);
+  table_put(h, h->tm, ctx[1], p->seq);
+  table_put(h, h->tc, ctx[2], p->seq);
   s->kf = r->kf;
+  s->km = r->km;
   s->kc = r->kc;
   s->last_seq = p->seq;
   s->last_time = l->now;

@@ -5,11 +5,12 @@
 #include "pol_internal.h"
 
 /* Returns 0, or -ENOSPC (plan->truncated set) when the array is full. */
-int plan_emit(pol_plan_t *plan, int op, int when, int tier, const struct pol_chunk *c) {
+int plan_emit_f(pol_plan_t *plan, int op, int when, int tier, int flags,
+                const struct pol_chunk *c) {
   if (plan->n) {
     pol_action_t *last = &plan->actions[plan->n - 1];
-    if (last->op == op && last->when == when && last->tier == tier && last->alloc_id == c->a->id &&
-        last->index + last->count == c->idx) {
+    if (last->op == op && last->when == when && last->tier == tier && last->flags == flags &&
+        last->alloc_id == c->a->id && last->index + last->count == c->idx) {
       last->count++;
       return 0;
     }
@@ -23,8 +24,13 @@ int plan_emit(pol_plan_t *plan, int op, int when, int tier, const struct pol_chu
                                             .count = 1,
                                             .op = (uint8_t)op,
                                             .when = (uint8_t)when,
-                                            .tier = (uint8_t)tier};
+                                            .tier = (uint8_t)tier,
+                                            .flags = (uint8_t)flags};
   return 0;
+}
+
+int plan_emit(pol_plan_t *plan, int op, int when, int tier, const struct pol_chunk *c) {
+  return plan_emit_f(plan, op, when, tier, 0, c);
 }
 
 int plan_emit_alloc(pol_plan_t *plan, int op, int when, const struct pol_arec *a) {

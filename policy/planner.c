@@ -46,7 +46,8 @@ static int evict_tier(const pol_t *p) {
 
 static int evict(pol_t *p, struct pol_chunk *v, int when, pol_plan_t *plan) {
   int tier = evict_tier(p);
-  int r = plan_emit(plan, POL_OP_EVICT, when, tier, v);
+  int clean = !v->dirty && tier == POL_TIER_HOST;
+  int r = plan_emit_f(plan, POL_OP_EVICT, when, tier, clean ? POL_ACT_CLEAN : 0, v);
   if (r < 0) return r;
   chunk_set_away(p, v, tier == POL_TIER_NVME ? LOC_NVME : LOC_HOST);
   p->st.chunks_evicted++;
@@ -68,8 +69,33 @@ int planner_evict_for(pol_t *p, uint32_t j, int when, pol_plan_t *plan) {
 
 // ---- the future window ----
 
-static void want_add(pol_t *p, struct pol_chunk *c, uint32_t j) {
-  if (p->want_n < p->want_cap) p->want[p->want_n++] = (struct want){.c = c, .j = j};
+static void want_add(pol_t *p, struct pol_chunk *c, uint32_t j, int nodata) {
+  if (p->want_n < p->want_cap)
+    p->want[p->want_n++] = (struct want){.c = c, .j = j, .nodata = (uint32_t)nodata};
+}
+
+/* 1 the first time this walk meets future allocation `key` (or when the table is full). */
+static int first_sight(pol_t *p, uint64_t key) {
+  for (uint32_t i = 0; i < 8; i++) {
+    uint32_t s = (uint32_t)(key + i * 0x9e37u) & (POL_SEEN_SLOTS - 1);
+    if (p->seen_stamp[s] != p->epoch) {
+      p->seen_stamp[s] = p->epoch;
+      p->seen[s] = key;
+      return 1;
+    }
+    if (p->seen[s] == key) return 0;
+  }
+  return 0;
+}
+
+/* An allocation history says is coming, first touched at j: the room its
+ * chunks will take must not be filled by prefetches of later uses. */
+static uint64_t want_room(pol_t *p, const struct fut_rng *r, uint32_t j) {
+  if (!r->key || !first_sight(p, r->key) || p->want_n >= p->want_cap) return 0;
+  uint64_t n = r->count < p->cap_chunks ? r->count : p->cap_chunks;
+  if (!n) return 0;
+  p->want[p->want_n++] = (struct want){.c = NULL, .j = j, .nodata = 1, .room = (uint32_t)n};
+  return n;
 }
 
 /* Adds one future launch's chunks; returns how many distinct ones were new. */
@@ -77,8 +103,10 @@ static uint64_t walk_launch(pol_t *p, const struct fut_launch *fl, uint32_t j) {
   uint64_t added = 0;
   for (uint32_t i = 0; i < fl->n; i++) {
     const struct fut_rng *r = &fl->r[i];
-    if (!r->a)
-      continue; /* not allocated yet: nothing to move (MIN makes room when it is touched) */
+    if (!r->a) { /* not allocated yet: nothing to move, room to keep */
+      added += want_room(p, r, j);
+      continue;
+    }
     uint32_t end = r->first + r->count;
     if (end > r->a->nchunks || end < r->first) end = r->a->nchunks;
     for (uint32_t k = r->first; k < end; k++) {
@@ -93,7 +121,7 @@ static uint64_t walk_launch(pol_t *p, const struct fut_launch *fl, uint32_t j) {
       if (c->loc == LOC_DEV) {
         if (p->win_n < p->win_cap) p->win[p->win_n++] = c;
       } else {
-        want_add(p, c, j);
+        want_add(p, c, j, r->mode == POL_ACCESS_WRITE);
       }
       added++;
     }
@@ -105,11 +133,13 @@ static uint64_t walk_launch(pol_t *p, const struct fut_launch *fl, uint32_t j) {
 static void walk(pol_t *p, fut_next_fn next, void *it, uint64_t budget) {
   uint32_t maxj = p->cfg.prefetch_distance ? p->cfg.prefetch_distance : POL_MAX_LOOKAHEAD;
   uint64_t distinct = 0;
+  p->walked = 0;
   struct fut_launch fl = {.n = 0, .r = p->fut};
   for (uint32_t j = 1; j <= maxj && distinct < budget; j++) {
     if (next(p, it, &fl) <= 0) break;
     distinct += walk_launch(p, &fl, j);
     if (p->want_n >= p->want_cap || p->win_n >= p->win_cap) break;
+    p->walked = j;
   }
 }
 
@@ -146,25 +176,53 @@ static uint64_t stamp_current(pol_t *p, const pol_launch_t *l) {
   return n;
 }
 
+/* 1 if chunk k of a is reached by range i of the launch with a read (any
+ * range other than a POL_ACCESS_WRITE one): its contents are needed. */
+static int read_by(const pol_launch_t *l, uint64_t id, uint32_t k) {
+  for (uint32_t i = 0; i < l->nranges; i++) {
+    const pol_range_t *g = &l->ranges[i];
+    if (g->alloc_id == id && g->mode != POL_ACCESS_WRITE && k >= g->first &&
+        k - g->first < g->count)
+      return 1;
+  }
+  return 0;
+}
+
+/* Brings chunk c up for the launch itself.  Returns 0, 1 when no room could
+ * be made (the access will fault), -ENOSPC. */
+static int require_chunk(pol_t *p, const pol_launch_t *l, uint32_t mode, struct pol_chunk *c,
+                         pol_plan_t *plan) {
+  if (p->used >= p->cap_chunks) {
+    int r = planner_evict_for(p, 0, POL_REQUIRED, plan);
+    if (r == -ENOSPC) return r;
+    if (r < 0) return 1;
+  }
+  int nodata = c->loc == LOC_FRESH || (mode == POL_ACCESS_WRITE && !read_by(l, c->a->id, c->idx));
+  if (plan_emit_f(plan, POL_OP_PREFETCH, POL_REQUIRED, 0, nodata ? POL_ACT_NODATA : 0, c) < 0)
+    return -ENOSPC;
+  int from_host = c->loc == LOC_HOST;
+  chunk_set_resident(p, c);
+  c->dirty = (uint8_t)(nodata || !from_host); /* a host copy the executor may keep */
+  p->st.chunks_required++;
+  return 0;
+}
+
 static int required(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
   for (uint32_t i = 0; i < l->nranges; i++) {
     struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
     if (!a || a->tier != POL_TIER_MANAGED) continue;
+    uint32_t mode = l->ranges[i].mode;
     uint32_t end = l->ranges[i].first + l->ranges[i].count;
     if (end > a->nchunks || end < l->ranges[i].first) end = a->nchunks;
     for (uint32_t k = l->ranges[i].first; k < end; k++) {
       struct pol_chunk *c = &a->chunks[k];
       if (c->last_use != p->seq) p->st.chunks_used++;
       if (c->loc != LOC_DEV) {
-        if (p->used >= p->cap_chunks) {
-          int r = planner_evict_for(p, 0, POL_REQUIRED, plan);
-          if (r == -ENOSPC) return r;
-          if (r < 0) continue; /* no room: the access will fault */
-        }
-        if (plan_emit(plan, POL_OP_PREFETCH, POL_REQUIRED, 0, c) < 0) return -ENOSPC;
-        chunk_set_resident(p, c);
-        p->st.chunks_required++;
+        int r = require_chunk(p, l, mode, c, plan);
+        if (r < 0) return r;
+        if (r > 0) continue;
       }
+      if (mode != POL_ACCESS_READ) c->dirty = 1; /* this launch writes it */
       c->last_use = p->seq;
       lru_touch(p, c);
     }
@@ -242,8 +300,12 @@ static void pass_current(pol_t *p, const pol_launch_t *l, struct passed *s) {
   }
 }
 
-/* MIN's choice at j among resident chunks, if it may be evicted now. */
-static struct pol_chunk *victim_min(pol_t *p, struct passed *s, uint32_t j) {
+/* MIN's choice at j among resident chunks, if it may be evicted now.  room:
+ * the chunk wanted at j needs room only (no transfer): its victim may also be
+ * one MIN would keep for a passed chunk, if its own next use is far (half the
+ * predicted window past j), so that write-backs start early, while the
+ * down link is idle, instead of on the launch's critical path. */
+static struct pol_chunk *victim_min(pol_t *p, struct passed *s, uint32_t j, int room) {
   struct pol_chunk *v = victim_cold(p, 1);
   if (v) return v;
   while (s->w < p->wtail && p->win[s->w]->next_use <= j) {
@@ -257,27 +319,50 @@ static struct pol_chunk *victim_min(pol_t *p, struct passed *s, uint32_t j) {
       p->wtail--;
       continue;
     }
-    if (v->next_use <= j || (v->next_use <= best_passed && j > p->cfg.lead)) return NULL;
+    int far = room && v->next_use - j >= p->walked / POL_ROOM_FAR;
+    if (v->next_use <= j || (v->next_use <= best_passed && j > p->cfg.lead && !far)) return NULL;
     p->wtail--;
     return v;
   }
   return NULL;
 }
 
+/* Keeps room for n chunks wanted at j that need no transfer (written only,
+ * or of an allocation not made yet): evicts now what MIN would evict by then. */
+static int keep_room(pol_t *p, struct passed *s, uint32_t j, uint64_t n, uint64_t *reserved,
+                     pol_plan_t *plan) {
+  *reserved += n;
+  while (p->used + *reserved > p->cap_chunks && p->used) {
+    struct pol_chunk *v = victim_min(p, s, j, 1);
+    if (!v) return -ENOENT;
+    int r = evict(p, v, POL_AHEAD, plan);
+    if (r < 0) return r;
+  }
+  return 0;
+}
+
 static int ahead(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
   struct passed s = {0};
+  uint64_t reserved = 0;
   pass_current(p, l, &s);
   for (uint32_t w = 0; w < p->want_n; w++) {
     const struct want *x = &p->want[w];
-    if (x->c->loc == LOC_DEV) continue;
-    if (p->used >= p->cap_chunks) {
-      struct pol_chunk *v = victim_min(p, &s, x->j);
+    if (x->c && x->c->loc == LOC_DEV) continue;
+    if (x->nodata) { /* room at its launch, no prefetch */
+      int r = keep_room(p, &s, x->j, x->c ? 1 : x->room, &reserved, plan);
+      if (r < 0) return r;
+      continue;
+    }
+    if (p->used + reserved >= p->cap_chunks) {
+      struct pol_chunk *v = victim_min(p, &s, x->j, 0);
       if (!v) return -ENOENT;
       int r = evict(p, v, POL_AHEAD, plan);
       if (r < 0) return r;
     }
     if (plan_emit(plan, POL_OP_PREFETCH, POL_AHEAD, 0, x->c) < 0) return -ENOSPC;
+    int from_host = x->c->loc == LOC_HOST;
     chunk_set_resident(p, x->c);
+    x->c->dirty = (uint8_t)!from_host;
     pass_add(&s, x->c);
     p->st.chunks_ahead++;
   }

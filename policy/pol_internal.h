@@ -13,6 +13,7 @@
 #define POL_REPLAN_EVERY 4  /* launches on a predicted track between full plans */
 #define POL_REPLAN_QUIET 64 /* the same after a full plan that moved nothing */
 #define POL_WINDOW_FACTOR 4 /* the window ranks up to this many capacities of chunks */
+#define POL_ROOM_FAR 2      /* room-only victims: next use >= window / this past the want */
 
 enum { LOC_FRESH = 0, LOC_DEV, LOC_HOST, LOC_NVME };
 
@@ -28,7 +29,8 @@ struct pol_chunk {
   uint32_t next_use; /* launches until the predicted next use (valid when stamp == epoch) */
   uint32_t next2;    /* the use after that within the window, 0 = none */
   uint8_t loc;       /* LOC_* as the policy believes */
-  uint8_t pad[3];
+  uint8_t dirty;     /* resident and not known to match a copy elsewhere (see POL_ACT_CLEAN) */
+  uint8_t pad[2];
 };
 
 /* One live allocation. */
@@ -36,11 +38,12 @@ struct pol_arec {
   uint64_t id, addr, size;
   uint64_t name; /* drift-proof identity: (size, rank among live same-size allocs) */
   uint32_t nchunks;
-  uint32_t reads;  /* read-only launches since its first (initialising) use */
-  uint8_t tier;    /* pol_tier_t */
-  uint8_t used;    /* has been touched by a launch */
-  uint8_t written; /* written (or unknown mode) after the initialising launch */
-  uint8_t advised; /* ReadMostly advice given */
+  uint32_t reads;      /* read-only launches since its first (initialising) use */
+  uint8_t tier;        /* pol_tier_t */
+  uint8_t used;        /* has been touched by a launch */
+  uint8_t written;     /* written (or unknown mode) after the initialising launch */
+  uint8_t advised;     /* ReadMostly advice given */
+  uint64_t born, last; /* predictor: launches of its first and last use (0 = none) */
   struct pol_chunk *chunks;
   UT_hash_handle hh; /* by id */
   UT_hash_handle hn; /* by name */
@@ -52,7 +55,7 @@ struct pol_arec {
 struct fut_rng {
   struct pol_arec *a;
   uint64_t key;
-  uint32_t first, count;
+  uint32_t first, count, mode;
 };
 struct fut_launch {
   uint32_t n;
@@ -61,9 +64,13 @@ struct fut_launch {
 
 /* A chunk wanted on the device for predicted position j. */
 struct want {
-  struct pol_chunk *c;
+  struct pol_chunk *c; /* NULL: room for `room` chunks of an allocation not made yet */
   uint32_t j;
+  uint32_t nodata; /* its first predicted use only writes it: it needs room, no transfer */
+  uint32_t room;
 };
+
+#define POL_SEEN_SLOTS 1024 /* future allocations told apart by one walk */
 
 struct pred_hist;
 struct dum;
@@ -91,9 +98,12 @@ struct pol {
   uint32_t win_n, win_cap;
   struct want *want;
   uint32_t want_n, want_cap;
-  struct fut_rng *fut;      /* POL_MAX_RANGES entries */
-  struct pol_chunk *cursor; /* victim cursor on the LRU list */
-  uint32_t wtail;           /* victim cursor on win (from the tail) */
+  struct fut_rng *fut;           /* POL_MAX_RANGES entries */
+  struct pol_chunk *cursor;      /* victim cursor on the LRU list */
+  uint32_t wtail;                /* victim cursor on win (from the tail) */
+  uint32_t walked;               /* launches the last walk predicted */
+  uint64_t seen[POL_SEEN_SLOTS]; /* names of future allocations met by this walk */
+  uint32_t seen_stamp[POL_SEEN_SLOTS];
 
   struct pred_hist *hist;
   struct dum *dum;
@@ -108,6 +118,8 @@ struct pol_arec *pol_find_addr(pol_t *p, uint64_t addr);
 int pol_arec_add(pol_t *p, uint64_t id, uint64_t addr, uint64_t size, struct pol_arec **out);
 void pol_arec_remove(pol_t *p, struct pol_arec *a);
 void pol_arec_clear(pol_t *p);
+/* Gives live allocation a the name `name` (no live allocation may hold it). */
+void pol_arec_rename(pol_t *p, struct pol_arec *a, uint64_t name);
 void lru_touch(pol_t *p, struct pol_chunk *c);
 void chunk_set_resident(pol_t *p, struct pol_chunk *c);
 void chunk_set_away(pol_t *p, struct pol_chunk *c, int loc);
@@ -115,6 +127,8 @@ uint64_t pol_hash2(uint64_t a, uint64_t b);
 
 /* ---- plan.c: writing actions ---- */
 int plan_emit(pol_plan_t *plan, int op, int when, int tier, const struct pol_chunk *c);
+/* The same with POL_ACT_* flags (runs merge only with equal flags). */
+int plan_emit_f(pol_plan_t *plan, int op, int when, int tier, int flags, const struct pol_chunk *c);
 int plan_emit_alloc(pol_plan_t *plan, int op, int when, const struct pol_arec *a);
 
 /* ---- planner.c ---- */
@@ -132,6 +146,10 @@ void hist_destroy(pol_t *p);
 /* Records launch l (sequence number p->seq) and matches its context. */
 void hist_record(pol_t *p, const pol_launch_t *l);
 int hist_on_track(const pol_t *p);
+/* The allocation that takes over dying allocation `dead`'s role (and name):
+ * one made bigger (up to 2x) and first used by the launch that used `dead` last
+ * (a cache grown by copying, torch.cat style), or NULL. */
+struct pol_arec *hist_successor(pol_t *p, const struct pol_arec *dead);
 /* Iterator over predicted launches, merged across streams. */
 struct pred_it;
 struct pred_it *pred_begin(pol_t *p);

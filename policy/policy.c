@@ -138,7 +138,10 @@ int pol_free(pol_t *p, uint64_t alloc_id, uint64_t now, pol_plan_t *plan) {
   }
   if (p->dum) dum_forget(p, a);
   p->changes++;
+  struct pol_arec *heir = p->hist ? hist_successor(p, a) : NULL;
+  uint64_t name = a->name;
   pol_arec_remove(p, a);
+  if (heir) pol_arec_rename(p, heir, name); /* a grown copy plays its part */
   return plan ? (int)plan->n : 0;
 }
 
@@ -159,7 +162,8 @@ int oracle_next(pol_t *p, void *vit, struct fut_launch *out) {
     out->r[out->n++] = (struct fut_rng){.a = a,
                                         .key = l.ranges[i].alloc_id,
                                         .first = l.ranges[i].first,
-                                        .count = l.ranges[i].count};
+                                        .count = l.ranges[i].count,
+                                        .mode = l.ranges[i].mode};
   }
   return 1;
 }

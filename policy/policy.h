@@ -89,7 +89,8 @@ int pol_alloc(pol_t *p, uint64_t alloc_id, uint64_t addr, uint64_t size, uint32_
 /* A plan: ordered actions, written into a caller-owned bounded array. */
 typedef enum pol_op {
   POL_OP_PREFETCH = 1,       /* chunks [index, index+count) -> device */
-  POL_OP_EVICT,              /* chunks -> `tier` (host or nvme); dirty ones written back */
+  POL_OP_EVICT,              /* chunks -> `tier` (host or nvme); dirty ones written back
+                              * (POL_ACT_CLEAN: none of them is dirty) */
   POL_OP_DROP,               /* dead chunks: discard, never write back */
   POL_OP_ADVISE_READ_MOSTLY, /* whole allocation: ReadMostly (index/count = 0/all) */
 } pol_op_t;
@@ -99,6 +100,24 @@ typedef enum pol_when {
   POL_AHEAD,        /* predicted: useful later, may be dropped by the executor */
 } pol_when_t;
 
+/* pol_action_t.flags: what the policy knows about the chunks of one action.
+ * An executor that ignores them is correct, only slower. */
+enum {
+  /* POL_OP_EVICT to POL_TIER_HOST: every chunk is clean: a PREFETCH of a plan
+   * brought it from the host tier (not a fault, not POL_ACT_NODATA) and no
+   * launch has written it since (a range with a mode other than
+   * POL_ACCESS_READ).  If the executor kept the host copy when it brought the
+   * chunk up, it may discard the device pages without write-back (a DROP from
+   * the device, the host copy stays valid); otherwise it evicts as usual. */
+  POL_ACT_CLEAN = 1,
+  /* POL_OP_PREFETCH (REQUIRED only): the launch only writes these chunks
+   * (POL_ACCESS_WRITE ranges) or they hold no data yet (never populated): they
+   * need room, not a transfer.  An executor that cannot populate without
+   * copying may fetch them as usual or leave them to the first touch.  The
+   * policy never prefetches such chunks ahead of their launch. */
+  POL_ACT_NODATA = 2,
+};
+
 typedef struct pol_action {
   uint64_t alloc_id;
   uint32_t index; /* first chunk */
@@ -106,7 +125,7 @@ typedef struct pol_action {
   uint8_t op;     /* pol_op_t */
   uint8_t when;   /* pol_when_t */
   uint8_t tier;   /* POL_OP_EVICT: POL_TIER_HOST or POL_TIER_NVME; else 0 */
-  uint8_t pad;
+  uint8_t flags;  /* POL_ACT_* bits */
 } pol_action_t;
 
 typedef struct pol_plan {
@@ -144,10 +163,16 @@ typedef struct pol_launch {
 
 /* A launch is about to be enqueued.  Learns from it and writes the plan to
  * execute before it: REQUIRED actions first (evictions to make room, then
- * prefetches of its missing chunks), then AHEAD actions (predicted prefetches
- * in order of predicted use, each preceded by the eviction that makes room,
- * advice, pre-evictions of chunks with no predicted use).  No plan action ever
- * evicts a chunk of this launch.  The policy assumes every action it wrote
+ * prefetches of its missing chunks; POL_ACT_NODATA on those it only writes),
+ * then AHEAD actions (predicted prefetches in order of predicted use, each
+ * preceded by the eviction that makes room, advice, pre-evictions of chunks
+ * with no predicted use).  Chunks a predicted launch only writes, and
+ * allocations the history says are coming, are never prefetched ahead: the
+ * plan keeps room for them instead (evicting early what MIN would evict by
+ * then, so that write-backs start before the launch needs the room), and
+ * prefetches never fill that room.  No plan action ever evicts a chunk of
+ * this launch, and an AHEAD eviction never takes a chunk predicted to be used
+ * before the one it makes room for.  The policy assumes every action it wrote
  * will succeed; report failures with pol_chunk_state().  Ranges past an
  * allocation's end are clipped.  Returns the number of actions (plan->n, the
  * array is never overrun: plan->truncated = 1 when it was full; the required

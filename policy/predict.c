@@ -35,7 +35,8 @@ static void resolve(pol_t *p, const struct hrec *r, struct fut_launch *out) {
     f->a = pol_find_name(p, g->name);
     f->key = g->name;
     f->first = g->first;
-    f->count = g->count;
+    f->count = g->whole && f->a ? f->a->nchunks : g->count; /* it may have grown */
+    f->mode = g->mode;
   }
 }
 

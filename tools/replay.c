@@ -28,7 +28,7 @@ static int usage(FILE *f) {
           "  'oracle' is accepted for it); bound: a lower bound on every policy's time\n"
           "workloads: transformer-train transformer-infer cnn moe two-stream\n"
           "  keys: layers hidden batch seq iters oversub(1-3) seed drift(0|1) tokens prompt\n"
-          "        experts active\n"
+          "        experts active kvcat(0|1: transformer-infer KV cache grown by torch.cat)\n"
           "--save FILE writes the trace (e.g. the --synth one) to FILE before replaying it\n"
           "defaults: capacity from the trace, link 25 GB/s, fault batch 45 us, device 3000 GB/s,\n"
           "          chunk from the trace (2 MiB)\n");

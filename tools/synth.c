@@ -23,6 +23,7 @@ static const struct key keys[] = {
     K(layers, 1, 64),    K(hidden, 64, 16384), K(batch, 1, 4096),  K(seq, 1, 65536),
     K(iters, 1, 1000),   K(oversub, 1, 3),     K(seed, 0, 1e9),    K(drift, 0, 1),
     K(tokens, 1, 65536), K(prompt, 1, 65536),  K(experts, 1, 256), K(active, 1, 256),
+    K(kvcat, 0, 1),
 };
 
 static struct synth_params defaults(int w) {
@@ -62,7 +63,7 @@ static int set_key(struct synth_params *p, const char *kv, char *err, size_t err
   }
   snprintf(err, errlen,
            "--synth: unknown key '%.*s' (layers hidden batch seq iters oversub "
-           "seed drift tokens prompt experts active)",
+           "seed drift tokens prompt experts active kvcat)",
            (int)klen, kv);
   return -EINVAL;
 }

@@ -60,6 +60,8 @@ int sb_encode(struct sb *b, double oversub, void **out, size_t *len);
 struct synth_params {
   double layers, hidden, batch, seq, iters, oversub, seed, drift;
   double tokens, prompt, experts, active;
+  double kvcat; /* transformer-infer: 1 = one KV cache per layer, re-made 1 token bigger
+                 * each token (torch.cat style) instead of 2 MiB pages */
 };
 
 void synth_train(struct sb *b, const struct synth_params *p);

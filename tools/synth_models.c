@@ -107,6 +107,49 @@ static void add_pages(struct sb *b, struct ilayer *L, int n, int upto) {
       L[l].page[L[l].npages++] = sb_alloc(b, 2u << 20);
 }
 
+/* Decode with a KV cache per layer that grows by one token each step as
+ * torch.cat makes it: allocate the bigger cache, copy the old one in and
+ * append (a kernel reading the old, writing the new), free the old. */
+static void infer_cat(struct sb *b, const struct synth_params *p, const uint64_t *wa,
+                      const uint64_t *wm) {
+  int n = (int)p->layers;
+  double h = p->hidden, bt = p->batch, per_tok = bt * 2 * h * 2;
+  uint64_t kv[64];
+  for (int req = 0; req < (int)p->iters; req++) {
+    uint64_t x = sb_alloc(b, (uint64_t)(bt * p->prompt * h * 2));
+    uint64_t y = sb_alloc(b, (uint64_t)(bt * p->prompt * h * 2));
+    sb_arg(b, x, W);
+    sb_launch(b, "embed", 0);
+    for (int l = 0; l < n; l++) {
+      kv[l] = sb_alloc(b, (uint64_t)(per_tok * p->prompt));
+      sb_arg(b, wa[l], R), sb_arg(b, x, R), sb_arg(b, kv[l], W), sb_arg(b, y, W);
+      sb_launch(b, "attn", 2 * bt * p->prompt * 4 * h * h + 4 * bt * p->prompt * p->prompt * h);
+      sb_arg(b, wm[l], R), sb_arg(b, y, R), sb_arg(b, x, W);
+      sb_launch(b, "mlp", 2 * bt * p->prompt * 8 * h * h);
+    }
+    sb_free(b, x), sb_free(b, y);
+    x = sb_alloc(b, (uint64_t)(bt * h * 2));
+    y = sb_alloc(b, (uint64_t)(bt * h * 2));
+    for (int t = 0; t < (int)p->tokens; t++) {
+      double ctx = p->prompt + t + 1;
+      for (int l = 0; l < n; l++) {
+        uint64_t grown = sb_alloc(b, (uint64_t)(per_tok * ctx));
+        sb_arg(b, kv[l], R), sb_arg(b, x, R), sb_arg(b, grown, W);
+        sb_launch(b, "cat", 0);
+        sb_free(b, kv[l]);
+        kv[l] = grown;
+        sb_arg(b, wa[l], R), sb_arg(b, x, R), sb_arg(b, kv[l], R), sb_arg(b, y, W);
+        sb_launch(b, "attn", 2 * bt * 4 * h * h + 4 * bt * ctx * h);
+        sb_arg(b, wm[l], R), sb_arg(b, y, R), sb_arg(b, x, W);
+        sb_launch(b, "mlp", 2 * bt * 8 * h * h);
+      }
+    }
+    for (int l = 0; l < n; l++)
+      sb_free(b, kv[l]);
+    sb_free(b, x), sb_free(b, y);
+  }
+}
+
 void synth_infer(struct sb *b, const struct synth_params *p) {
   static struct ilayer L[64];
   int n = (int)p->layers;
@@ -117,6 +160,13 @@ void synth_infer(struct sb *b, const struct synth_params *p) {
     L[l] = (struct ilayer){.wa = sb_alloc(b, (uint64_t)(4 * h * h * 2)),
                            .wm = sb_alloc(b, (uint64_t)(8 * h * h * 2))};
     init_launch(b, L[l].wa), init_launch(b, L[l].wm);
+  }
+  if (p->kvcat) {
+    uint64_t wa[64], wm[64];
+    for (int l = 0; l < n; l++)
+      wa[l] = L[l].wa, wm[l] = L[l].wm;
+    infer_cat(b, p, wa, wm);
+    return;
   }
   for (int req = 0; req < (int)p->iters; req++) {
     uint64_t x = sb_alloc(b, (uint64_t)(bt * p->prompt * h * 2));

@@ -352,6 +352,211 @@ START_TEST(api_errors) {
 }
 END_TEST
 
+// ---- #11: executor-facing rules, growing caches, room for coming allocations ----
+
+/* A read-only chunk the plan brought from the host leaves clean (no
+ * write-back); one written since, or faulted in, does not. */
+static uint8_t came_up_clean[FX_IDS][FX_CHUNKS];
+
+static void check_flags(struct fx *f, const pol_launch_t *l, int n) {
+  for (int i = 0; i < n; i++) {
+    const pol_action_t *a = &f->act[i];
+    for (uint32_t k = a->index; a->op != POL_OP_ADVISE_READ_MOSTLY && k < a->index + a->count;
+         k++) {
+      if (a->op == POL_OP_EVICT) {
+        ck_assert_int_eq(!!(a->flags & POL_ACT_CLEAN), came_up_clean[a->alloc_id][k]);
+      } else if (a->op == POL_OP_PREFETCH) {
+        came_up_clean[a->alloc_id][k] = f->data[a->alloc_id][k] && !(a->flags & POL_ACT_NODATA);
+      }
+    }
+  }
+  for (uint32_t i = 0; i < l->nranges; i++)
+    for (uint32_t k = l->ranges[i].first; k < l->ranges[i].first + l->ranges[i].count; k++)
+      if (l->ranges[i].mode != POL_ACCESS_READ) came_up_clean[l->ranges[i].alloc_id][k] = 0;
+}
+
+static int launch_checked(struct fx *f, uint64_t kernel, const pol_range_t *r, uint32_t nr) {
+  int n = fx_launch(f, kernel, 1, r, nr);
+  pol_launch_t l = {.ranges = r, .nranges = nr};
+  check_flags(f, &l, n);
+  return n;
+}
+
+START_TEST(clean_evictions_marked) {
+  memset(came_up_clean, 0, sizeof came_up_clean);
+  fx_init(&F, POL_PREDICT, 6);
+  for (uint64_t id = 1; id <= 10; id++) { /* ten one-chunk tensors, room for six */
+    fx_alloc(&F, id, 1);
+    pol_range_t r = {.alloc_id = id, .count = 1, .mode = POL_ACCESS_WRITE};
+    launch_checked(&F, 1, &r, 1);
+  }
+  uint64_t clean = 0, dirty = 0;
+  for (int it = 0; it < 8; it++)
+    for (uint64_t id = 1; id <= 10; id++) {
+      /* odd tensors are only read; even ones are updated in place */
+      pol_range_t r = {
+          .alloc_id = id, .count = 1, .mode = id % 2 ? POL_ACCESS_READ : POL_ACCESS_RW};
+      int n = launch_checked(&F, 10 + id, &r, 1);
+      for (int i = 0; i < n; i++)
+        if (F.act[i].op == POL_OP_EVICT) {
+          if (F.act[i].flags & POL_ACT_CLEAN) {
+            clean += F.act[i].count;
+            ck_assert_uint_eq(F.act[i].alloc_id % 2, 1);
+          } else {
+            dirty += F.act[i].count;
+          }
+        }
+    }
+  ck_assert_uint_gt(clean, 8); /* read-only tensors cycle through and leave clean */
+  ck_assert_uint_gt(dirty, 8);
+  fx_fini(&F);
+}
+END_TEST
+
+START_TEST(write_only_ranges_never_prefetched) {
+  fx_init(&F, POL_PREDICT, 8);
+  enum { OUT = 1, W0 = 2 };
+  fx_alloc(&F, OUT, 2);
+  for (uint64_t id = W0; id < W0 + 6; id++) {
+    fx_alloc(&F, id, 2);
+    pol_range_t r = {.alloc_id = id, .count = 2, .mode = POL_ACCESS_WRITE};
+    fx_launch(&F, 1, 1, &r, 1);
+  }
+  uint64_t nodata = 0;
+  for (int it = 0; it < 6; it++) {
+    for (uint64_t id = W0; id < W0 + 6; id++) {
+      /* each layer reads its weights; the last one overwrites OUT entirely */
+      pol_range_t r[2] = {{.alloc_id = id, .count = 2, .mode = POL_ACCESS_READ},
+                          {.alloc_id = OUT, .count = 2, .mode = POL_ACCESS_WRITE}};
+      int n = fx_launch(&F, 20 + id, 1, r, id == W0 + 5 ? 2 : 1);
+      for (int i = 0; i < n; i++) {
+        const pol_action_t *a = &F.act[i];
+        if (a->op != POL_OP_PREFETCH || a->alloc_id != OUT) continue;
+        ck_assert_msg(a->when == POL_REQUIRED, "iteration %d: write-only chunks prefetched ahead",
+                      it);
+        ck_assert(a->flags & POL_ACT_NODATA);
+        nodata += a->count;
+      }
+    }
+    pol_range_t r = {.alloc_id = OUT, .count = 2, .mode = POL_ACCESS_READ}; /* the result */
+    fx_launch(&F, 30, 1, &r, 1);
+  }
+  ck_assert_uint_gt(nodata, 0); /* OUT was pushed out between uses: it came back without data */
+  fx_fini(&F);
+}
+END_TEST
+
+/* Decode with a KV cache per layer re-made one chunk bigger each token
+ * (torch.cat: allocate, copy the old in and append, free the old). */
+START_TEST(growing_kv_cache_keeps_matching) {
+  enum { LAYERS = 4, WCH = 2, KV0 = 8, TOKENS = 16 };
+  fx_init(&F, POL_PREDICT, 56); /* weights 8 + caches 4 x (9..24): up to twice the room */
+  uint64_t id = 1, w[LAYERS], kv[LAYERS], x = id++;
+  fx_alloc(&F, x, 1);
+  for (int l = 0; l < LAYERS; l++) {
+    w[l] = id++;
+    fx_alloc(&F, w[l], WCH);
+    pol_range_t r = {.alloc_id = w[l], .count = WCH, .mode = POL_ACCESS_WRITE};
+    fx_launch(&F, 1, 1, &r, 1);
+    kv[l] = id++;
+    fx_alloc(&F, kv[l], KV0);
+    pol_range_t r2 = {.alloc_id = kv[l], .count = KV0, .mode = POL_ACCESS_WRITE};
+    fx_launch(&F, 2, 1, &r2, 1);
+  }
+  pol_stats_t st0 = {0};
+  for (uint32_t t = 0; t < TOKENS; t++) {
+    if (t == 4) {
+      fx_reset_counts(&F);
+      pol_get_stats(F.p, &st0);
+    }
+    for (int l = 0; l < LAYERS; l++) {
+      uint32_t n = KV0 + t + 1;
+      uint64_t grown = id++;
+      fx_alloc(&F, grown, n);
+      pol_range_t cat[2] = {{.alloc_id = kv[l], .count = n - 1, .mode = POL_ACCESS_READ},
+                            {.alloc_id = grown, .count = n, .mode = POL_ACCESS_WRITE}};
+      fx_launch(&F, 3, 1, cat, 2);
+      fx_free(&F, kv[l]);
+      kv[l] = grown;
+      pol_range_t attn[3] = {{.alloc_id = w[l], .count = WCH, .mode = POL_ACCESS_READ},
+                             {.alloc_id = x, .count = 1, .mode = POL_ACCESS_RW},
+                             {.alloc_id = kv[l], .count = n, .mode = POL_ACCESS_READ}};
+      fx_launch(&F, 4, 1, attn, 3);
+    }
+  }
+  pol_stats_t st;
+  pol_get_stats(F.p, &st);
+  /* after warm-up every launch is matched, and the old caches are fetched
+   * ahead: the grown copy inherits the old one's place in the history */
+  ck_assert_uint_eq(st.launches_matched - st0.launches_matched, st.launches - st0.launches);
+  ck_assert_msg(fx_coverage(&F) >= 0.9, "coverage %.3f", fx_coverage(&F));
+  ck_assert_msg(F.required_host <= F.used / 10, "required %llu of %llu",
+                (unsigned long long)F.required_host, (unsigned long long)F.used);
+  fx_fini(&F);
+}
+END_TEST
+
+/* Weights cycle through a device too small for them; a scratch tensor is made
+ * and freed every iteration.  Once the loop is learned, no plan before the
+ * scratch's first launch prefetches ahead a chunk used only after it into the
+ * room the scratch will take, nothing prefetched ahead is evicted unused, and
+ * the room has mostly been made before the scratch's launch. */
+START_TEST(no_prefetch_into_room_of_recurring_allocations) {
+  enum { NW = 16, WCH = 1, SCH = 4, AT = 8 };
+  fx_init(&F, POL_PREDICT, 12);
+  uint64_t id = 1, w[NW];
+  for (int l = 0; l < NW; l++) {
+    w[l] = id++;
+    fx_alloc(&F, w[l], WCH);
+    pol_range_t r = {.alloc_id = w[l], .count = WCH, .mode = POL_ACCESS_WRITE};
+    fx_launch(&F, 1, 1, &r, 1);
+  }
+  static uint8_t pending[FX_IDS][FX_CHUNKS];
+  memset(pending, 0, sizeof pending);
+  uint64_t wasted = 0, into_room = 0, req_evict = 0;
+  for (int it = 0; it < 8; it++) {
+    uint64_t scratch = 0;
+    for (int l = 0; l < NW; l++) {
+      pol_range_t r[2] = {{.alloc_id = w[l], .count = WCH, .mode = POL_ACCESS_READ}};
+      uint32_t nr = 1;
+      if (l == AT) { /* mid-iteration: scratch made and written */
+        scratch = id++;
+        fx_alloc(&F, scratch, SCH);
+        r[nr++] = (pol_range_t){.alloc_id = scratch, .count = SCH, .mode = POL_ACCESS_WRITE};
+      } else if (l == AT + 1) {
+        r[nr++] = (pol_range_t){.alloc_id = scratch, .count = SCH, .mode = POL_ACCESS_READ};
+      }
+      int n = fx_launch(&F, 10 + l, 1, r, nr);
+      int late = 0; /* this plan prefetched ahead a weight used after the scratch */
+      for (int i = 0; i < n; i++) {
+        const pol_action_t *a = &F.act[i];
+        for (uint32_t k = a->index; k < a->index + a->count; k++) {
+          if (a->op == POL_OP_PREFETCH && a->when == POL_AHEAD) {
+            pending[a->alloc_id][k] = 1;
+            late |= a->alloc_id > w[AT] && a->alloc_id <= w[NW - 1];
+          }
+          if (a->op == POL_OP_EVICT && pending[a->alloc_id][k] && it >= 2) wasted++;
+          if (a->op == POL_OP_EVICT) pending[a->alloc_id][k] = 0;
+        }
+        if (it >= 2 && l == AT && a->op == POL_OP_EVICT && a->when == POL_REQUIRED)
+          req_evict += a->count;
+      }
+      if (it >= 2 && l < AT && late && F.resident + SCH > F.cap) into_room++;
+      for (uint32_t i = 0; i < nr; i++)
+        for (uint32_t k = 0; k < r[i].count; k++)
+          pending[r[i].alloc_id][k] = 0;
+      if (l == AT + 1) fx_free(&F, scratch);
+    }
+  }
+  ck_assert_uint_eq(wasted, 0);
+  ck_assert_uint_eq(into_room, 0);
+  /* the room is mostly free when the scratch is first written (without
+   * keeping it, all 6 x 4 of its chunks needed a REQUIRED eviction) */
+  ck_assert_msg(req_evict <= 6 * SCH / 4, "%llu REQUIRED evictions", (unsigned long long)req_evict);
+  fx_fini(&F);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("policy_predict");
   TCase *t = tcase_create("predict");
@@ -368,6 +573,10 @@ int main(void) {
   tcase_add_test(t, evictions_spill_to_nvme_past_the_host_budget);
   tcase_add_test(t, static_placement);
   tcase_add_test(t, api_errors);
+  tcase_add_test(t, clean_evictions_marked);
+  tcase_add_test(t, write_only_ranges_never_prefetched);
+  tcase_add_test(t, growing_kv_cache_keeps_matching);
+  tcase_add_test(t, no_prefetch_into_room_of_recurring_allocations);
   suite_add_tcase(s, t);
   return vx_check_run(s, 1);
 }

@@ -16,8 +16,6 @@ struct ck {
   double arrive, busy;
   uint32_t prev, next, stamp, alloc;
   uint8_t loc, clean; /* clean: a valid host copy exists (ReadMostly, not written since) */
-  uint8_t kept;       /* a plan's prefetch brought it from host and no launch wrote it since:
-                       * an EVICT marked POL_ACT_CLEAN drops it without write-back */
 };
 
 struct idm {
@@ -151,24 +149,23 @@ static void tell(struct eng *e, uint32_t g, int state) {
   if (e->pol) pol_chunk_state(e->pol, a->id, (uint32_t)(g - a->base), 1, state);
 }
 
-/* Evicts g no earlier than `at`; returns when its space is free.  marked: the
- * plan said POL_ACT_CLEAN (honoured only if the chunk really is unwritten). */
-static double evict_m(struct eng *e, uint32_t g, double at, int marked) {
+/* Evicts g no earlier than `at`; returns when its space is free.  Only a
+ * chunk with a valid host copy (a ReadMostly duplicate, not written since)
+ * goes without write-back: managed memory keeps one copy, so a migrated
+ * chunk's eviction copies it back even when no launch wrote it, and a plan's
+ * POL_ACT_CLEAN mark changes nothing here (an executor that kept the host
+ * copy could drop the pages; libvx's does not: it has no such copy). */
+static double evict(struct eng *e, uint32_t g, double at) {
   double ready = at > e->ck[g].busy ? at : e->ck[g].busy;
-  if (!e->ck[g].clean && !(marked && e->ck[g].kept)) {
+  if (!e->ck[g].clean) {
     uint64_t b = ck_bytes(e, g);
     double start = ready > e->d2h_free ? ready : e->d2h_free;
     ready = e->d2h_free = start + xfer(e, b);
     e->res->bytes_down += b;
   }
   set_away_at(e, g, C_HOST, ready);
-  e->ck[g].kept = 0;
   e->res->evictions++;
   return ready;
-}
-
-static double evict(struct eng *e, uint32_t g, double at) {
-  return evict_m(e, g, at, 0);
 }
 
 /* 1 if the launch being planned reaches g only through POL_ACCESS_WRITE ranges. */
@@ -216,7 +213,6 @@ static void prefetch(struct eng *e, uint32_t g, int required, int nodata, double
     return;
   }
   int from_host = e->ck[g].loc == C_HOST && !(nodata && required && write_only(e, g));
-  e->ck[g].kept = (uint8_t)from_host;
   double space = set_dev(e, g);
   double arrive = T > space ? T : space;
   e->ck[g].clean = 0;
@@ -250,7 +246,7 @@ static void action(struct eng *e, const pol_action_t *a, double T) {
     if (a->op == POL_OP_PREFETCH) {
       prefetch(e, g, a->when == POL_REQUIRED, a->flags & POL_ACT_NODATA, T);
     } else if (a->op == POL_OP_EVICT && e->ck[g].loc == C_DEV) {
-      evict_m(e, g, T, a->flags & POL_ACT_CLEAN);
+      evict(e, g, T);
     } else if (a->op == POL_OP_DROP && e->ck[g].loc == C_DEV) {
       set_away(e, g, C_DEAD);
       e->res->drops++;
@@ -342,7 +338,7 @@ static double faults(struct eng *e, uint32_t nm, double t0) {
         e->h2d_free = (e->h2d_free > start ? e->h2d_free : start) + xfer(e, b);
         e->res->bytes_up += b;
       }
-      e->ck[g].clean = e->ck[g].kept = 0;
+      e->ck[g].clean = 0;
       (void)set_dev(e, g);
       e->ck[g].arrive = tf;
       e->res->faults++;
@@ -384,7 +380,7 @@ static void finish(struct eng *e, const rp_event_t *ev, double end) {
     for (uint64_t i = rg->first; i < (uint64_t)rg->first + rg->count && i < a->nchunks; i++) {
       uint32_t g = (uint32_t)(a->base + i);
       e->ck[g].busy = end;
-      if (rg->mode != POL_ACCESS_READ) e->ck[g].clean = e->ck[g].kept = 0;
+      if (rg->mode != POL_ACCESS_READ) e->ck[g].clean = 0;
       if (e->ck[g].loc == C_DEV) {
         lru_unlink(e, g);
         lru_push(e, g);

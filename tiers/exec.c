@@ -69,6 +69,7 @@ typedef struct ex_op {
   uint32_t first, count;
   uint8_t op, when, tier, failed;
   uint8_t dropped; /* not carried out (a pinned allocation's prefetch, its room) */
+  uint8_t nodata;  /* POL_ACT_NODATA: a first touch, no data to move */
   uint32_t seq;    /* AHEAD: its batch */
 } ex_op_t;
 
@@ -311,7 +312,8 @@ static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uin
                    .count = a->count,
                    .op = a->op,
                    .when = a->when,
-                   .tier = a->tier};
+                   .tier = a->tier,
+                   .nodata = (a->flags & POL_ACT_NODATA) != 0};
     o->p = e->base + (a->op == POL_OP_ADVISE_READ_MOSTLY ? 0 : off);
     o->n = a->op == POL_OP_ADVISE_READ_MOSTLY ? e->size : e->size - off;
     if (a->op != POL_OP_ADVISE_READ_MOSTLY && o->n > ((size_t)a->count << VX_CHUNK_SHIFT))
@@ -320,7 +322,8 @@ static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uin
       o->dropped = 1; /* it stays on the host: the kernel reads it over the link */
       continue;
     }
-    if (a->op == POL_OP_PREFETCH) e->ups += a->count;
+    if (a->op == POL_OP_PREFETCH && !(a->flags & POL_ACT_NODATA))
+      e->ups += a->count; /* moved data (a first touch moves none) */
     if (a->op == POL_OP_PREFETCH && a->when == POL_REQUIRED) *missed += a->count;
     seq = 0;
     if (a->op == POL_OP_PREFETCH && a->when == POL_AHEAD)
@@ -344,7 +347,7 @@ static void feedback(ex_dev_t *d, const ex_op_t *ops, int n) {
       ex_alloc_t *e;
       HASH_FIND(hh, d->by_id, &ops[i].id, sizeof ops[i].id, e);
       if (e) mark(e, ops[i].first, ops[i].count, 0);
-      if (e && !ops[i].dropped) /* it did not come up: not a move (pinning) */
+      if (e && !ops[i].dropped && !ops[i].nodata) /* it did not come up: not a move */
         e->ups = e->ups > ops[i].count ? e->ups - ops[i].count : 0;
     } else if (ops[i].op == POL_OP_EVICT) {
       pol_chunk_state(d->pol, ops[i].id, ops[i].first, ops[i].count, POL_STATE_DEVICE);

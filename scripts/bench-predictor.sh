@@ -101,14 +101,21 @@ for w in $workloads; do
 done
 
 echo
-echo "== 2. live against offline (predict, total virtual time)"
-printf "%-28s %10s %10s %8s  %s\n" trace live_s offline_s ratio "target (within 15%)"
+echo "== 2. live against offline (predict, total virtual time; bytes against the clairvoyant's)"
+printf "%-28s %10s %10s %8s  %-20s %9s  %s\n" trace live_s offline_s ratio "target (within 15%)" \
+  "bytes/clv" "target (<= 1.3)"
 for w in $workloads; do
   l=$(num "$tmp/$w.play" total_s predict) o=$(num "$tmp/$w.rep" total_s predict)
   r=$(calc "$l / $o")
   le "$(calc "($r > 1 ? $r - 1 : 1 - $r)")" 0.15
   judge $?
-  printf "%-28s %10.4f %10.4f %8s  %s\n" "play $w 2x" "$l" "$o" "$r" "$v"
+  v1=$v
+  bl=$(calc "$(num "$tmp/$w.play" bytes_up predict) + $(num "$tmp/$w.play" bytes_down predict)")
+  bc=$(calc "$(num "$tmp/$w.rep" bytes_up clairvoyant) + $(num "$tmp/$w.rep" bytes_down clairvoyant)")
+  rb=$(calc "$bl / $bc")
+  le "$rb" 1.3
+  judge $?
+  printf "%-28s %10.4f %10.4f %8s  %-20s %9s  %s\n" "play $w 2x" "$l" "$o" "$r" "$v1" "$rb" "$v"
 done
 for prog in p_train:64M p_torch:96M; do
   n=${prog%%:*} vram=${prog##*:}

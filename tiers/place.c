@@ -110,9 +110,10 @@ static void advise(CUdeviceptr p, size_t size, int dev, int tier) {
  * T - budget either way (native N never misses, the room M holds M of the
  * T - N that cycle), so the share costs no traffic and buys the overlap. */
 static uint64_t movable_room(int dev) {
-  if (!exec_planning()) return 0; /* demand, static: native while the budget has room */
-  uint64_t room = vx_size_resolve(&vx_opt.MOVABLE, budget_limit(dev));
   uint64_t lim = budget_limit(dev);
+  uint64_t room = vx_opt.MOVABLE.set ? vx_size_resolve(&vx_opt.MOVABLE, lim)
+                  : exec_planning()  ? lim / 2
+                                     : 0; /* demand, static: native while the budget has room */
   return room > lim ? lim : room;
 }
 

@@ -22,7 +22,8 @@ static const char usage_text[] =
     "runs TRACE live: its allocations, frees and launches as a driver-API program over\n"
     "the simulated driver (timing only: no data kept) with libvx.so preloaded, once per\n"
     "policy, and prints the simulator's counters (the keys of vx replay --json)\n"
-    "policies: demand static predict (default: demand,predict)\n"
+    "policies: um (plain Unified Memory: every allocation managed, nothing moved by vx)\n"
+    "          demand static predict (default: demand,predict)\n"
     "--capacity S  simulated device memory (K/M/G; default: the trace's capacity)\n"
     "--ahead N     the host issues a launch once the one N before it is done, as vx replay\n"
     "              issues each when the previous starts (default 2; 0 = never waits)\n"
@@ -114,13 +115,14 @@ static int split_policies(const char *list, char names[MAX_POL][16]) {
   int n = 0;
   char *save = NULL;
   for (char *p = strtok_r(tmp, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-    int live = !strcmp(p, "demand") || !strcmp(p, "static") || !strcmp(p, "predict");
+    int live = !strcmp(p, "demand") || !strcmp(p, "static") || !strcmp(p, "predict") ||
+               !strcmp(p, "um");
     if (!live || n == MAX_POL) {
       fprintf(stderr,
               rp_policy_known(p)
                   ? "vx play: policy '%s' exists only offline (vx replay); live "
-                    "ones: demand static predict\n"
-                  : "vx play: unknown policy '%s' (live ones: demand static predict)\n",
+                    "ones: um demand static predict\n"
+                  : "vx play: unknown policy '%s' (live ones: um demand static predict)\n",
               p);
       return -EINVAL;
     }
@@ -214,7 +216,11 @@ static int child_env(const char *policy, uint64_t cap, const char *libvx, const 
   if (!pre || !lib) return -ENOMEM;
   snprintf(lib, ll, "%s%s%s", sim, old && *old ? ":" : "", old && *old ? old : "");
   snprintf(v, sizeof v, "%llu", (unsigned long long)cap);
-  int r = setenv("VX_POLICY", policy, 1) | setenv("SIMCUDA_VRAM", v, 1) |
+  /* um: plain Unified Memory as a program that made everything managed
+   * gets it (vx's demand policy with no native placement). */
+  int um = !strcmp(policy, "um");
+  if (um && (setenv("VX_MOVABLE", "100%", 1) || setenv("VX_NATIVE_MAX", "0", 1))) return -errno;
+  int r = setenv("VX_POLICY", um ? "demand" : policy, 1) | setenv("SIMCUDA_VRAM", v, 1) |
           setenv("VX_RESERVE", "0", 1) | setenv("VX_LEDGER", "off", 1) |
           setenv("LD_PRELOAD", pre, 1) | setenv("LD_LIBRARY_PATH", lib, 1) |
           setenv("SIMCUDA_TIMING_ONLY",

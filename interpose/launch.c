@@ -153,6 +153,13 @@ CUresult vx_launch_predict(const vx_launch_t *l) {
   return nv < 0 ? launch_unseen(l) : predict_vals(l, vals, nv, 0);
 }
 
+/* After the real launch: a planned launch marks its end for the evictions
+ * of later plans (exec_launched; one TLS load when nothing was planned). */
+static inline CUresult launched(int on, CUresult r) {
+  if (on) exec_launched(r);
+  return r;
+}
+
 static inline CUresult observe(const vx_launch_t *l, int counter) {
   ctr_add(vx_tls_dev, counter, 1);
   vx_launch_observer_fn fn = __atomic_load_n(&launch_observer, __ATOMIC_ACQUIRE);
@@ -170,7 +177,7 @@ static inline CUresult observe(const vx_launch_t *l, int counter) {
       CUresult r = observe(&l, VX_CTR_launches);                                                   \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
-    return VX_CALL(name, f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);                      \
+    return launched(on, VX_CALL(name, f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));        \
   }
 
 VX_LAUNCH_HOOK(cuLaunchKernel)
@@ -189,7 +196,7 @@ VX_LAUNCH_HOOK(cuLaunchKernel_ptsz)
       CUresult r = observe(&l, VX_CTR_launches);                                                   \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
-    return VX_CALL(name, config, f, params, extra);                                                \
+    return launched(on, VX_CALL(name, config, f, params, extra));                                  \
   }
 
 VX_LAUNCH_EX_HOOK(cuLaunchKernelEx)
@@ -204,7 +211,7 @@ VX_LAUNCH_EX_HOOK(cuLaunchKernelEx_ptsz)
       CUresult r = observe(&l, VX_CTR_launches);                                                   \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
-    return VX_CALL(name, f, gx, gy, gz, bx, by, bz, shmem, s, params);                             \
+    return launched(on, VX_CALL(name, f, gx, gy, gz, bx, by, bz, shmem, s, params));               \
   }
 
 VX_LAUNCH_COOP_HOOK(cuLaunchCooperativeKernel)
@@ -218,7 +225,7 @@ VX_LAUNCH_COOP_HOOK(cuLaunchCooperativeKernel_ptsz)
       CUresult r = observe(&l, VX_CTR_graph_launches);                                             \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
-    return VX_CALL(name, g, s);                                                                    \
+    return launched(on, VX_CALL(name, g, s));                                                      \
   }
 
 VX_GRAPH_HOOK(cuGraphLaunch)

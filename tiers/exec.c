@@ -20,6 +20,7 @@
 #define EX_PLAN_CAP 128
 #define EX_BATCH 64
 #define EX_RING 256 /* events marking the end of recent AHEAD prefetches */
+#define EX_LRING 256 /* events marking the end of recent planned launches */
 #define EX_STARTS 64 /* pointer offsets remembered per allocation (extents) */
 
 typedef struct ex_alloc {
@@ -31,6 +32,7 @@ typedef struct ex_alloc {
   uint64_t starts[EX_STARTS]; /* sorted: offsets launches have passed pointers to */
   uint64_t seen[EX_STARTS];   /* the launch count when each was last passed */
   uint64_t uses, ups; /* chunk references by launches; chunks prefetched (pinning) */
+  uint32_t last_use;  /* the planned launch (ex_dev_t.lseq) that last reached it */
   int pinned;         /* served from host memory over the link from now on */
   UT_hash_handle hh;
   uint32_t ahead[]; /* per chunk: the AHEAD batch (seq) that brought it in and
@@ -49,6 +51,8 @@ typedef struct ex_side {
   CUstream up, down, now;
   CUevent ev[EX_RING];
   uint32_t seq[EX_RING]; /* atomic: the batch each event was last recorded for */
+  CUevent lev[EX_LRING];
+  uint32_t lseq[EX_LRING]; /* atomic: the planned launch each was last recorded after */
 } ex_side_t;
 
 typedef struct ex_dev {
@@ -56,7 +60,8 @@ typedef struct ex_dev {
   uint64_t launches; /* exec_extent calls: the age of remembered starts */
   pol_t *pol;
   int failed;   /* pol_create failed: no plans on this device */
-  uint32_t seq; /* AHEAD batches planned */
+  uint32_t seq;  /* AHEAD batches planned */
+  uint32_t lseq; /* launches planned */
   ex_alloc_t *by_id;
   ex_side_t *side; /* atomic; created on first use */
 } ex_dev_t;
@@ -445,6 +450,8 @@ static void issue_only(ex_op_t *ops, int n, int dev, CUstream s, int evictions) 
 static void side_destroy(ex_side_t *x) {
   for (int i = 0; i < EX_RING; i++)
     if (x->ev[i]) VX_CALL(cuEventDestroy_v2, x->ev[i]);
+  for (int i = 0; i < EX_LRING; i++)
+    if (x->lev[i]) VX_CALL(cuEventDestroy_v2, x->lev[i]);
   if (x->up) VX_CALL(cuStreamDestroy_v2, x->up);
   if (x->down) VX_CALL(cuStreamDestroy_v2, x->down);
   if (x->now) VX_CALL(cuStreamDestroy_v2, x->now);
@@ -459,6 +466,8 @@ static ex_side_t *side_new(void) {
            VX_CALL(cuStreamCreate, &x->now, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS;
   for (int i = 0; ok && i < EX_RING; i++)
     ok = VX_CALL(cuEventCreate, &x->ev[i], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+  for (int i = 0; ok && i < EX_LRING; i++)
+    ok = VX_CALL(cuEventCreate, &x->lev[i], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
   if (ok) return x;
   side_destroy(x);
   return NULL;
@@ -529,31 +538,56 @@ static void mark_failed(ex_op_t *ops, int n) {
 /* The launch's stream s (not capturing: the caller checked) gets two
  * event waits at most: for the required prefetches on `now`, and (in
  * exec_launch) for the AHEAD batch its chunks came with. */
-static void run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s) {
-  int req = 0;
+/* What waits for what.  Evictions (on `down`) wait for the last planned
+ * launch that reached their allocations (`last`: its end event, recorded
+ * right after it by exec_launched): a kernel may still use what leaves,
+ * but the victims of a plan are chunks used long ago, so the write-backs
+ * start while the kernels before the launch still run.  Prefetches
+ * wait only for the evictions enqueued so far (`now` and `up` after
+ * `down`): their room, and a chunk an earlier plan sent down lands before
+ * it comes back up; not for the kernels before the launch, so the required
+ * transfers overlap the previous kernel as the replay's model has them
+ * (waiting for s serialised transfer, kernel, transfer: vx play of cnn took
+ * 1.6x the replay's time). */
+/* `down` waits until planned launch `last` (the latest that reached a
+ * victim) has run: its end event, or everything before this launch on s
+ * when the event is not there (another thread's launch not yet marked). */
+static int down_after(ex_side_t *x, uint32_t last, CUstream s) {
+  if (!last) return 0; /* no planned launch reached the victims */
+  unsigned slot = last % EX_LRING;
+  uint32_t have = __atomic_load_n(&x->lseq[slot], __ATOMIC_ACQUIRE);
+  if (have && !seq_after(last, have))
+    return VX_CALL(cuStreamWaitEvent, x->down, x->lev[slot], 0) == CUDA_SUCCESS ? 0 : -1;
+  return order_after(s, &x->down, 1);
+}
+
+static void run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s, uint32_t last) {
+  int req = 0, evicts = 0;
   while (req < n && ops[req].when == POL_REQUIRED)
     req++;
-  ex_side_t *x = side_after(d, s);
-  if (!x) {
+  for (int i = 0; i < n; i++)
+    evicts |= ops[i].op == POL_OP_EVICT && !ops[i].dropped;
+  ex_side_t *x = side_get(d);
+  if (!x || (evicts && down_after(x, last, s))) {
     mark_failed(ops, n);
     return;
   }
   if (req) {
-    issue(ops, req, dev, x->now);
+    issue_only(ops, req, dev, x->down, 1);
+    if (order_after(x->down, &x->now, 1)) {
+      mark_failed(ops, n);
+      return;
+    }
+    issue_only(ops, req, dev, x->now, 0);
     /* If s cannot be ordered after them the launch races its prefetches:
      * still correct (managed memory faults), only slower. */
     order_after(x->now, &s, 1);
   }
   if (req == n) return;
-  int evicts = 0;
-  for (int i = req; i < n; i++)
-    evicts |= ops[i].op == POL_OP_EVICT;
-  if (evicts) { /* the room first, on the way down; then the way up */
-    issue_only(ops + req, n - req, dev, x->down, 1);
-    if (order_after(x->down, &x->up, 1)) {
-      mark_failed(ops + req, n - req);
-      return;
-    }
+  issue_only(ops + req, n - req, dev, x->down, 1); /* the room first, on the way down */
+  if (order_after(x->down, &x->up, 1)) {
+    mark_failed(ops + req, n - req);
+    return;
   }
   issue_ahead(ops + req, n - req, dev, x);
 }
@@ -627,6 +661,34 @@ static void pin_to_host(ex_dev_t *d, int dev, const ex_pin_t *pin, int np, CUstr
   pthread_mutex_unlock(&d->lock);
 }
 
+/* The planned launch this thread is about to enqueue (exec_launched). */
+typedef struct ex_pend {
+  ex_dev_t *d;
+  uint32_t seq;
+  CUstream stream;
+} ex_pend_t;
+static __thread ex_pend_t ex_pending;
+
+/* The latest planned launch that reached an allocation a plan evicts from. */
+static uint32_t victims_last_use_locked(ex_dev_t *d, const ex_op_t *ops, int n) {
+  uint32_t last = 0;
+  for (int i = 0; i < n; i++) {
+    if (ops[i].op != POL_OP_EVICT || ops[i].dropped) continue;
+    ex_alloc_t *e;
+    HASH_FIND(hh, d->by_id, &ops[i].id, sizeof ops[i].id, e);
+    if (e && e->last_use && (!last || seq_after(e->last_use, last))) last = e->last_use;
+  }
+  return last;
+}
+
+static void note_use_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, uint32_t seq) {
+  for (uint32_t k = 0; k < n; k++) {
+    ex_alloc_t *e;
+    HASH_FIND(hh, d->by_id, &r[k].alloc_id, sizeof r[k].alloc_id, e);
+    if (e) e->last_use = seq;
+  }
+}
+
 static void count_use(int dev, uint64_t hits, uint64_t missed) {
   if (hits) {
     ctr_add(dev, VX_CTR_prefetch_hits, hits);
@@ -653,25 +715,42 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
   uint64_t missed = 0, hits = 0;
   uint32_t wait = 0;
   int nops = 0, npin = 0;
+  uint32_t last = 0, me = 0;
   ex_pin_t pin[EX_PIN_MAX];
   pthread_mutex_lock(&d->lock);
   if (d->pol && pol_launch(d->pol, &l, &plan) >= 0) {
     hits = take_hits_locked(d, ranges, n, &wait);
     npin = count_refs_locked(d, ranges, n, pin); /* first: their prefetches are dropped */
     nops = translate_locked(d, &plan, ops, &missed);
+    last = victims_last_use_locked(d, ops, nops);
+    while (!(me = ++d->lseq)) { /* 0 means none */
+    }
+    note_use_locked(d, ranges, n, me);
   }
   pthread_mutex_unlock(&d->lock);
+  if (me) ex_pending = (ex_pend_t){.d = d, .seq = me, .stream = stream};
   count_use(dev, hits, missed);
   if (npin) pin_to_host(d, dev, pin, npin, stream);
   if (!nops && !wait) return CUDA_SUCCESS;
   if (wait) side_wait(d, wait, stream);
-  run_plan(d, dev, ops, nops, stream);
+  run_plan(d, dev, ops, nops, stream, last);
   for (int i = 0; i < nops; i++)
     if (ops[i].failed) {
       feedback(d, ops, nops);
       break;
     }
   return CUDA_SUCCESS;
+}
+
+void exec_launched(CUresult r) {
+  ex_pend_t p = ex_pending;
+  if (!p.seq) return;
+  ex_pending.seq = 0;
+  ex_side_t *x = p.d ? __atomic_load_n(&p.d->side, __ATOMIC_ACQUIRE) : NULL;
+  if (r != CUDA_SUCCESS || !x) return; /* evictions then wait for s (down_after) */
+  unsigned slot = p.seq % EX_LRING;
+  if (VX_CALL(cuEventRecord, x->lev[slot], p.stream) == CUDA_SUCCESS)
+    __atomic_store_n(&x->lseq[slot], p.seq, __ATOMIC_RELEASE);
 }
 
 // ---- fork ----

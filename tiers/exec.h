@@ -55,6 +55,13 @@ void exec_extent(int dev, uint64_t id, uint64_t size, const uint64_t *offs, int 
 CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_t *ranges,
                      uint32_t n);
 
+/* Called by the launch hooks right after the real launch call returned r:
+ * when exec_launch planned that launch on this thread, an event recorded on
+ * its stream marks the launch's end, which the evictions of later plans
+ * wait for (instead of everything before their own launch).  Cheap when
+ * nothing was planned (a thread-local flag). */
+void exec_launched(CUresult r);
+
 /* fork: locks taken before, released in the parent, re-created in the child. */
 void exec_atfork_prepare(void);
 void exec_atfork_parent(void);

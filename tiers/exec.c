@@ -32,11 +32,12 @@ typedef struct ex_alloc {
   uint64_t starts[EX_STARTS]; /* sorted: offsets launches have passed pointers to */
   uint64_t seen[EX_STARTS];   /* the launch count when each was last passed */
   uint64_t uses, ups; /* chunk references by launches; chunks prefetched (pinning) */
-  uint32_t last_use;  /* the planned launch (ex_dev_t.lseq) that last reached it */
   int pinned;         /* served from host memory over the link from now on */
   UT_hash_handle hh;
-  uint32_t ahead[]; /* per chunk: the AHEAD batch (seq) that brought it in and
-                     * no launch has used since; 0 = none */
+  uint32_t *last_use; /* per chunk: the planned launch (ex_dev_t.lseq) that last
+                       * reached it; 0 = none (points past ahead[]) */
+  uint32_t ahead[];   /* per chunk: the AHEAD batch (seq) that brought it in and
+                       * no launch has used since; 0 = none */
 } ex_alloc_t;
 
 /* The side streams: `down` for evictions, `up` for prefetches (so that the
@@ -141,8 +142,9 @@ static int make_policy_locked(ex_dev_t *d, int dev) {
 
 static ex_alloc_t *entry_new(const vx_alloc_info_t *a) {
   uint32_t nch = (uint32_t)((a->size + (1ull << VX_CHUNK_SHIFT) - 1) >> VX_CHUNK_SHIFT);
-  ex_alloc_t *e = calloc(1, sizeof *e + (size_t)nch * sizeof e->ahead[0]);
+  ex_alloc_t *e = calloc(1, sizeof *e + 2 * (size_t)nch * sizeof e->ahead[0]);
   if (!e) return NULL;
+  e->last_use = e->ahead + nch;
   e->id = a->id, e->base = a->base, e->size = a->size, e->nchunks = nch;
   return e;
 }
@@ -669,14 +671,15 @@ typedef struct ex_pend {
 } ex_pend_t;
 static __thread ex_pend_t ex_pending;
 
-/* The latest planned launch that reached an allocation a plan evicts from. */
+/* The latest planned launch that reached a chunk a plan evicts. */
 static uint32_t victims_last_use_locked(ex_dev_t *d, const ex_op_t *ops, int n) {
   uint32_t last = 0;
   for (int i = 0; i < n; i++) {
     if (ops[i].op != POL_OP_EVICT || ops[i].dropped) continue;
     ex_alloc_t *e;
     HASH_FIND(hh, d->by_id, &ops[i].id, sizeof ops[i].id, e);
-    if (e && e->last_use && (!last || seq_after(e->last_use, last))) last = e->last_use;
+    for (uint32_t c = ops[i].first; e && c < ops[i].first + ops[i].count && c < e->nchunks; c++)
+      if (e->last_use[c] && (!last || seq_after(e->last_use[c], last))) last = e->last_use[c];
   }
   return last;
 }
@@ -685,7 +688,8 @@ static void note_use_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, uint3
   for (uint32_t k = 0; k < n; k++) {
     ex_alloc_t *e;
     HASH_FIND(hh, d->by_id, &r[k].alloc_id, sizeof r[k].alloc_id, e);
-    if (e) e->last_use = seq;
+    for (uint32_t c = r[k].first; e && c < r[k].first + r[k].count && c < e->nchunks; c++)
+      e->last_use[c] = seq;
   }
 }
 

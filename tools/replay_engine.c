@@ -37,6 +37,11 @@ struct eng {
   uint64_t sid[MAX_STREAMS];
   double sfree[MAX_STREAMS];
   int nstreams, infinite;
+  /* blind: libvx's executor (user space) runs the plans: it cannot see the
+   * driver's evictions and faults, and its prefetches to a full device make
+   * the driver evict.  DeepUM's runtime lives in the driver and sees both. */
+  int blind;
+  int place; /* POL_KIND_COUNT: every allocation movable; else libvx's placement for that kind */
   uint32_t stamp;
   size_t cur;
   pol_t *pol;
@@ -208,9 +213,18 @@ static double max3(double a, double b, double c) {
 /* nodata: POL_ACT_NODATA, honoured (no copy) for a required chunk the launch only writes. */
 static void prefetch(struct eng *e, uint32_t g, int required, int nodata, double T) {
   if (e->ck[g].loc == C_DEV || e->ck[g].loc == C_DEAD) return;
-  if (e->used >= e->cap) {
-    tell(e, g, POL_STATE_HOST);
-    return;
+  /* A full device: under libvx (blind) the driver makes room as for any
+   * migration, evicting its least recently used chunk (cuda.h: prefetching
+   * to a device may evict), and nobody tells the policy.
+   * With no resident chunk to evict (native memory holds the device) the
+   * chunk stays where it is; the driver reports success all the same. */
+  while (e->used >= e->cap) {
+    uint32_t v = e->ck[e->sentinel].next;
+    if (!e->blind || v == e->sentinel) {
+      if (!e->blind) tell(e, g, POL_STATE_HOST); /* a driver-level runtime refuses */
+      return;
+    }
+    evict(e, v, T);
   }
   int from_host = e->ck[g].loc == C_HOST && !(nodata && required && write_only(e, g));
   double space = set_dev(e, g);
@@ -273,14 +287,44 @@ static int future(void *ctx, uint32_t k, pol_launch_t *out) {
 
 // ---- events ----
 
+/* Where libvx puts an allocation of `size` under policy kind e->place, at
+ * its default options (tiers/place.c, decide(); interpose/options.def): at
+ * most VX_NATIVE_MAX (1M) stays native; under static, VX_STATIC_MIN (64M)
+ * and more lives in host memory; the rest is native while the native bytes
+ * stay within the device budget less the room kept for movable data
+ * (VX_MOVABLE: 50% under predict, none otherwise), managed past it.  The
+ * replay models what the live library does: native bytes never move and
+ * take the policy's room (issue 11: demand is native-first live). */
+#define LIVE_NATIVE_MAX (1ull << 20)
+#define LIVE_STATIC_MIN (64ull << 20)
+#define LIVE_MOVABLE_PCT 50
+
+static int live_tier(const struct eng *e, uint64_t size) {
+  if (e->place == POL_KIND_COUNT) return POL_TIER_MANAGED;
+  if (e->place == POL_STATIC && size >= LIVE_STATIC_MIN) return POL_TIER_HOST;
+  if (size <= LIVE_NATIVE_MAX) return POL_TIER_DEVICE;
+  uint64_t room = e->place == POL_PREDICT || e->place == POL_ORACLE
+                      ? e->m->capacity / 100 * LIVE_MOVABLE_PCT
+                      : 0;
+  uint64_t lim = e->m->capacity - room;
+  return e->native + size <= lim ? POL_TIER_DEVICE : POL_TIER_MANAGED;
+}
+
 static void on_alloc(struct eng *e, const rp_event_t *ev) {
   const rp_alloc_t *a = &e->t->al[ev->alloc];
-  int tier = e->pol ? pol_alloc(e->pol, a->id, a->addr, a->size, 0, (uint64_t)e->t_issue)
+  int want = live_tier(e, a->size);
+  uint32_t flags = want == POL_TIER_DEVICE ? POL_ALLOC_NATIVE : 0;
+  int tier = e->pol ? pol_alloc(e->pol, a->id, a->addr, a->size, flags, (uint64_t)e->t_issue)
                     : POL_TIER_MANAGED;
+  if (tier >= 0 && e->place != POL_KIND_COUNT) tier = want;
   e->tier[ev->alloc] = (uint8_t)(tier < 0 ? POL_TIER_MANAGED : tier);
-  if (tier == POL_TIER_DEVICE) {
+  if (e->tier[ev->alloc] == POL_TIER_DEVICE) {
     e->native += a->size;
     set_cap(e);
+    /* cuMemAlloc on a device full of managed chunks: the driver evicts the
+     * least recently used ones to make room (as the simulator does) */
+    while (e->used > e->cap && e->ck[e->sentinel].next != e->sentinel)
+      evict(e, e->ck[e->sentinel].next, e->t_issue);
   }
   struct idm *m = &e->idm_pool[ev->alloc];
   m->id = a->id;
@@ -329,7 +373,7 @@ static double faults(struct eng *e, uint32_t nm, double t0) {
       uint32_t g = e->missing[k], v;
       while (e->used >= e->cap && (v = lru_victim(e)) != UINT32_MAX) {
         tf = evict(e, v, tf);
-        tell(e, v, POL_STATE_HOST);
+        if (!e->blind) tell(e, v, POL_STATE_HOST); /* libvx is not told */
       }
       if (e->ck[g].loc == C_HOST) {
         uint64_t b = ck_bytes(e, g);
@@ -445,6 +489,9 @@ static int setup(struct eng *e, const rp_trace_t *t, const rp_model_t *m, const 
   set_cap(e);
   e->infinite = !strcmp(policy, "infinite");
   int kind = pol_kind_parse(strcmp(policy, "clairvoyant") ? policy : "oracle");
+  /* DeepUM (the paper's) runs over plain Unified Memory: all movable */
+  e->blind = kind >= 0 && kind != POL_DEEPUM;
+  e->place = kind < 0 || kind == POL_DEEPUM || !m->live_place ? POL_KIND_COUNT : kind;
   if (kind < 0) return e->infinite ? 0 : -EINVAL;
   pol_config_t c;
   pol_config_default(&c, (pol_kind_t)kind, m->capacity);

@@ -16,7 +16,14 @@ struct ck {
   double arrive, busy;
   uint32_t prev, next, stamp, alloc;
   uint8_t loc, clean; /* clean: a valid host copy exists (ReadMostly, not written since) */
+  /* the driver's thrash resolution (cuda.h, SET_PREFERRED_LOCATION), as the
+   * simulator has it: pushed off by memory pressure (pressed), faulted back
+   * THRASH_PIN times (refaults), the chunk is pinned to host memory (pinned)
+   * and read over the link, until a prefetch moves it */
+  uint8_t pressed, refaults, pinned;
 };
+
+#define THRASH_PIN 8 /* tests/simcuda/sim_managed.c, SIM_THRASH_PIN */
 
 struct idm {
   uint64_t id;
@@ -225,7 +232,9 @@ static void prefetch(struct eng *e, uint32_t g, int required, int nodata, double
       return;
     }
     evict(e, v, T);
+    e->ck[v].pressed = 1;
   }
+  e->ck[g].pressed = e->ck[g].refaults = e->ck[g].pinned = 0; /* moved on purpose */
   int from_host = e->ck[g].loc == C_HOST && !(nodata && required && write_only(e, g));
   double space = set_dev(e, g);
   double arrive = T > space ? T : space;
@@ -323,8 +332,10 @@ static void on_alloc(struct eng *e, const rp_event_t *ev) {
     set_cap(e);
     /* cuMemAlloc on a device full of managed chunks: the driver evicts the
      * least recently used ones to make room (as the simulator does) */
-    while (e->used > e->cap && e->ck[e->sentinel].next != e->sentinel)
-      evict(e, e->ck[e->sentinel].next, e->t_issue);
+    for (uint32_t v; e->used > e->cap && (v = e->ck[e->sentinel].next) != e->sentinel;) {
+      evict(e, v, e->t_issue);
+      e->ck[v].pressed = 1;
+    }
   }
   struct idm *m = &e->idm_pool[ev->alloc];
   m->id = a->id;
@@ -356,11 +367,16 @@ static double *stream_free(struct eng *e, uint64_t id) {
   return &e->sfree[i];
 }
 
-/* Least recently used resident chunk not used by the launch; UINT32_MAX if none. */
+/* Least recently used resident chunk not used by the launch; when the
+ * launch's own chunks fill the device, the least recently used of those (a
+ * kernel whose working set exceeds the room thrashes against itself: the
+ * device never holds more than it has, as in the simulator); UINT32_MAX if
+ * none is resident. */
 static uint32_t lru_victim(struct eng *e) {
   for (uint32_t g = e->ck[e->sentinel].next; g != e->sentinel; g = e->ck[g].next)
     if (e->ck[g].stamp != e->stamp) return g;
-  return UINT32_MAX;
+  uint32_t g = e->ck[e->sentinel].next;
+  return g != e->sentinel ? g : UINT32_MAX;
 }
 
 /* Services the launch's missing chunks in fault batches from t0; returns the end. */
@@ -373,6 +389,7 @@ static double faults(struct eng *e, uint32_t nm, double t0) {
       uint32_t g = e->missing[k], v;
       while (e->used >= e->cap && (v = lru_victim(e)) != UINT32_MAX) {
         tf = evict(e, v, tf);
+        e->ck[v].pressed = 1;
         if (!e->blind) tell(e, v, POL_STATE_HOST); /* libvx is not told */
       }
       if (e->ck[g].loc == C_HOST) {
@@ -390,6 +407,18 @@ static double faults(struct eng *e, uint32_t nm, double t0) {
     }
   }
   return tf;
+}
+
+/* A host chunk a launch is about to fault in: 1 when the driver pins it to
+ * host memory instead (the kernel reads it over the link).  Modelled with
+ * --place live only (the live stack as the simulator has it); the default
+ * model keeps plain migration, which its references were tuned against. */
+static int thrash_pinned(struct ck *c) {
+  if (c->pinned) return 1;
+  if (!c->pressed || c->loc != C_HOST) return 0;
+  c->pressed = 0;
+  if (c->refaults < 255) c->refaults++;
+  return c->pinned = c->refaults >= THRASH_PIN;
 }
 
 /* Marks the launch's chunks; returns the time its resident ones are all there. */
@@ -410,6 +439,8 @@ static double gather(struct eng *e, const rp_event_t *ev, double t0, uint32_t *n
         *host += ck_bytes(e, g);
       else if (e->ck[g].loc == C_DEV)
         wait = wait > e->ck[g].arrive ? wait : e->ck[g].arrive;
+      else if (e->m->live_place && thrash_pinned(&e->ck[g]))
+        *host += ck_bytes(e, g);
       else
         e->missing[(*nm)++] = g;
     }

@@ -307,6 +307,9 @@ static int future(void *ctx, uint32_t k, pol_launch_t *out) {
 #define LIVE_NATIVE_MAX (1ull << 20)
 #define LIVE_STATIC_MIN (64ull << 20)
 #define LIVE_MOVABLE_PCT 50
+/* VX_EVICT_WATERMARK's default: libvx's predictor pushes chunks down ahead
+ * of need above 90% occupancy (pol_config_default's 100 is the offline one) */
+#define LIVE_EVICT_WATERMARK 90
 
 static int live_tier(const struct eng *e, uint64_t size) {
   if (e->place == POL_KIND_COUNT) return POL_TIER_MANAGED;
@@ -527,6 +530,7 @@ static int setup(struct eng *e, const rp_trace_t *t, const rp_model_t *m, const 
   pol_config_t c;
   pol_config_default(&c, (pol_kind_t)kind, m->capacity);
   c.chunk_size = t->chunk;
+  if (m->live_place) c.evict_watermark = LIVE_EVICT_WATERMARK; /* as libvx configures it */
   int r = pol_create(&c, &e->pol);
   if (!r && kind == POL_ORACLE) r = pol_set_future(e->pol, future, e);
   return r;

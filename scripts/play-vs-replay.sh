@@ -4,7 +4,10 @@
 # same cost model (policy/costs.h); prints total_s of each and play/replay.
 # The target (issue 11): within 15% for predict on every workload.
 #
-#   scripts/play-vs-replay.sh [oversub] [policies]   (default: 2 demand,predict)
+#   scripts/play-vs-replay.sh [oversub] [policies] [place]
+#     (default: 2 demand,predict live; place is vx replay's --place: live
+#     places allocations as libvx does, as vx play's run does; movable
+#     makes every allocation managed memory)
 #   VX_BUILD=build-x scripts/play-vs-replay.sh
 # Exit status 0, or 2 when a tool fails.  It judges nothing: figures only.
 set -uo pipefail
@@ -12,6 +15,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${VX_BUILD:-$root/build}
 oversub=${1:-2}
 policies=${2:-demand,predict}
+place=${3:-live}
 if [ ! -x "$build/vx" ]; then
   [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" >/dev/null
 fi
@@ -23,7 +27,7 @@ field() { sed -n "s/.*\"policy\":\"$2\".*\"$3\":\\([0-9.e+-]*\\).*/\\1/p" "$1"; 
 printf "%-18s %-8s %10s %10s %7s\n" workload policy play_s replay_s ratio
 for w in transformer-train transformer-infer cnn moe two-stream; do
   t=$tmp/$w.vxt
-  "$vx" replay --synth "$w,oversub=$oversub" --save "$t" --policy "$policies" --json >"$tmp/rep" || exit 2
+  "$vx" replay --synth "$w,oversub=$oversub" --save "$t" --place "$place" --policy "$policies" --json >"$tmp/rep" || exit 2
   "$vx" play "$t" --policy "$policies" --json >"$tmp/play" || exit 2
   for p in ${policies//,/ }; do
     l=$(field "$tmp/play" "$p" total_s)

@@ -13,7 +13,7 @@
 
 struct opts {
   const char *trace, *synth, *policies, *save;
-  int json;
+  int json, live_place;
   uint64_t capacity, chunk;
   double link_gbps, dev_gbps, fault_us;
 };
@@ -22,7 +22,7 @@ static int usage(FILE *f) {
   fprintf(f,
           "usage: vx replay TRACE|--synth NAME[,key=value...] [--policy a,b,...] [--json]\n"
           "                 [--capacity S] [--link-gbps G] [--fault-us U] [--dev-gbps G] "
-          "[--chunk S] [--save FILE]\n"
+          "[--chunk S] [--save FILE] [--place live|movable]\n"
           "policies: demand deepum static predict clairvoyant bound infinite (default: all)\n"
           "  clairvoyant: vx's planner given the true future (a reference, not a bound;\n"
           "  'oracle' is accepted for it); bound: a lower bound on every policy's time\n"
@@ -31,7 +31,9 @@ static int usage(FILE *f) {
           "        experts active kvcat(0|1: transformer-infer KV cache grown by torch.cat)\n"
           "--save FILE writes the trace (e.g. the --synth one) to FILE before replaying it\n"
           "defaults: capacity from the trace, link 25 GB/s, fault batch 45 us, device 3000 GB/s,\n"
-          "          chunk from the trace (2 MiB)\n");
+          "          chunk from the trace (2 MiB), place movable\n"
+          "--place live: allocations placed as libvx places them live (some native, never\n"
+          "  moved); movable (default): every allocation is managed memory\n");
   return f == stdout ? 0 : 2;
 }
 
@@ -91,6 +93,9 @@ static int parse_args(int argc, char **argv, struct opts *o) {
       o->policies = v;
     } else if (!strcmp(a, "--capacity")) {
       r = parse_size(v, &o->capacity);
+    } else if (!strcmp(a, "--place")) {
+      o->live_place = !strcmp(v, "live");
+      r = o->live_place || !strcmp(v, "movable") ? 0 : -EINVAL;
     } else if (!strcmp(a, "--chunk")) {
       r = parse_size(v, &o->chunk);
       r = r ? r : (o->chunk & (o->chunk - 1)) || o->chunk < (64u << 10) ? -EINVAL : 0;
@@ -251,6 +256,7 @@ int vx_cmd_replay(int argc, char **argv) {
   if (o.link_gbps) m.link_bps = o.link_gbps * 1e9;
   if (o.dev_gbps) m.dev_bps = o.dev_gbps * 1e9;
   if (o.fault_us) m.fault_ns = o.fault_us * 1e3;
+  m.live_place = o.live_place;
   r = m.capacity >= t.chunk ? run_all(&o, &t, &m, names, n) : -EINVAL;
   if (r == -EINVAL)
     fprintf(stderr, "vx replay: capacity below one chunk\n");

@@ -52,6 +52,7 @@ typedef struct rp_model {
   double dev_bps;       /* device memory bytes/s, for launches without a duration */
   double fault_ns;      /* cost of one fault batch */
   uint32_t fault_batch; /* chunks per fault batch */
+  int live_place;       /* 1: libvx's placement (some allocations native); 0: all movable */
 } rp_model_t;
 
 void rp_model_default(rp_model_t *m, uint64_t capacity);

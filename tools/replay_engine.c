@@ -16,7 +16,14 @@ struct ck {
   double arrive, busy;
   uint32_t prev, next, stamp, alloc;
   uint8_t loc, clean; /* clean: a valid host copy exists (ReadMostly, not written since) */
+  /* the driver's thrash resolution (cuda.h, SET_PREFERRED_LOCATION), as the
+   * simulator has it: pushed off by memory pressure (pressed), faulted back
+   * THRASH_PIN times (refaults), the chunk is pinned to host memory (pinned)
+   * and read over the link, until a prefetch moves it */
+  uint8_t pressed, refaults, pinned;
 };
+
+#define THRASH_PIN 8 /* tests/simcuda/sim_managed.c, SIM_THRASH_PIN */
 
 struct idm {
   uint64_t id;
@@ -37,6 +44,11 @@ struct eng {
   uint64_t sid[MAX_STREAMS];
   double sfree[MAX_STREAMS];
   int nstreams, infinite;
+  /* blind: libvx's executor (user space) runs the plans: it cannot see the
+   * driver's evictions and faults, and its prefetches to a full device make
+   * the driver evict.  DeepUM's runtime lives in the driver and sees both. */
+  int blind;
+  int place; /* POL_KIND_COUNT: every allocation movable; else libvx's placement for that kind */
   uint32_t stamp;
   size_t cur;
   pol_t *pol;
@@ -208,10 +220,21 @@ static double max3(double a, double b, double c) {
 /* nodata: POL_ACT_NODATA, honoured (no copy) for a required chunk the launch only writes. */
 static void prefetch(struct eng *e, uint32_t g, int required, int nodata, double T) {
   if (e->ck[g].loc == C_DEV || e->ck[g].loc == C_DEAD) return;
-  if (e->used >= e->cap) {
-    tell(e, g, POL_STATE_HOST);
-    return;
+  /* A full device: under libvx (blind) the driver makes room as for any
+   * migration, evicting its least recently used chunk (cuda.h: prefetching
+   * to a device may evict), and nobody tells the policy.
+   * With no resident chunk to evict (native memory holds the device) the
+   * chunk stays where it is; the driver reports success all the same. */
+  while (e->used >= e->cap) {
+    uint32_t v = e->ck[e->sentinel].next;
+    if (!e->blind || v == e->sentinel) {
+      if (!e->blind) tell(e, g, POL_STATE_HOST); /* a driver-level runtime refuses */
+      return;
+    }
+    evict(e, v, T);
+    e->ck[v].pressed = 1;
   }
+  e->ck[g].pressed = e->ck[g].refaults = e->ck[g].pinned = 0; /* moved on purpose */
   int from_host = e->ck[g].loc == C_HOST && !(nodata && required && write_only(e, g));
   double space = set_dev(e, g);
   double arrive = T > space ? T : space;
@@ -273,14 +296,49 @@ static int future(void *ctx, uint32_t k, pol_launch_t *out) {
 
 // ---- events ----
 
+/* Where libvx puts an allocation of `size` under policy kind e->place, at
+ * its default options (tiers/place.c, decide(); interpose/options.def): at
+ * most VX_NATIVE_MAX (1M) stays native; under static, VX_STATIC_MIN (64M)
+ * and more lives in host memory; the rest is native while the native bytes
+ * stay within the device budget less the room kept for movable data
+ * (VX_MOVABLE: 50% under predict, none otherwise), managed past it.  The
+ * replay models what the live library does: native bytes never move and
+ * take the policy's room (issue 11: demand is native-first live). */
+#define LIVE_NATIVE_MAX (1ull << 20)
+#define LIVE_STATIC_MIN (64ull << 20)
+#define LIVE_MOVABLE_PCT 50
+/* VX_EVICT_WATERMARK's default: libvx's predictor pushes chunks down ahead
+ * of need above 90% occupancy (pol_config_default's 100 is the offline one) */
+#define LIVE_EVICT_WATERMARK 90
+
+static int live_tier(const struct eng *e, uint64_t size) {
+  if (e->place == POL_KIND_COUNT) return POL_TIER_MANAGED;
+  if (e->place == POL_STATIC && size >= LIVE_STATIC_MIN) return POL_TIER_HOST;
+  if (size <= LIVE_NATIVE_MAX) return POL_TIER_DEVICE;
+  uint64_t room = e->place == POL_PREDICT || e->place == POL_ORACLE
+                      ? e->m->capacity / 100 * LIVE_MOVABLE_PCT
+                      : 0;
+  uint64_t lim = e->m->capacity - room;
+  return e->native + size <= lim ? POL_TIER_DEVICE : POL_TIER_MANAGED;
+}
+
 static void on_alloc(struct eng *e, const rp_event_t *ev) {
   const rp_alloc_t *a = &e->t->al[ev->alloc];
-  int tier = e->pol ? pol_alloc(e->pol, a->id, a->addr, a->size, 0, (uint64_t)e->t_issue)
+  int want = live_tier(e, a->size);
+  uint32_t flags = want == POL_TIER_DEVICE ? POL_ALLOC_NATIVE : 0;
+  int tier = e->pol ? pol_alloc(e->pol, a->id, a->addr, a->size, flags, (uint64_t)e->t_issue)
                     : POL_TIER_MANAGED;
+  if (tier >= 0 && e->place != POL_KIND_COUNT) tier = want;
   e->tier[ev->alloc] = (uint8_t)(tier < 0 ? POL_TIER_MANAGED : tier);
-  if (tier == POL_TIER_DEVICE) {
+  if (e->tier[ev->alloc] == POL_TIER_DEVICE) {
     e->native += a->size;
     set_cap(e);
+    /* cuMemAlloc on a device full of managed chunks: the driver evicts the
+     * least recently used ones to make room (as the simulator does) */
+    for (uint32_t v; e->used > e->cap && (v = e->ck[e->sentinel].next) != e->sentinel;) {
+      evict(e, v, e->t_issue);
+      e->ck[v].pressed = 1;
+    }
   }
   struct idm *m = &e->idm_pool[ev->alloc];
   m->id = a->id;
@@ -312,11 +370,16 @@ static double *stream_free(struct eng *e, uint64_t id) {
   return &e->sfree[i];
 }
 
-/* Least recently used resident chunk not used by the launch; UINT32_MAX if none. */
+/* Least recently used resident chunk not used by the launch; when the
+ * launch's own chunks fill the device, the least recently used of those (a
+ * kernel whose working set exceeds the room thrashes against itself: the
+ * device never holds more than it has, as in the simulator); UINT32_MAX if
+ * none is resident. */
 static uint32_t lru_victim(struct eng *e) {
   for (uint32_t g = e->ck[e->sentinel].next; g != e->sentinel; g = e->ck[g].next)
     if (e->ck[g].stamp != e->stamp) return g;
-  return UINT32_MAX;
+  uint32_t g = e->ck[e->sentinel].next;
+  return g != e->sentinel ? g : UINT32_MAX;
 }
 
 /* Services the launch's missing chunks in fault batches from t0; returns the end. */
@@ -329,7 +392,8 @@ static double faults(struct eng *e, uint32_t nm, double t0) {
       uint32_t g = e->missing[k], v;
       while (e->used >= e->cap && (v = lru_victim(e)) != UINT32_MAX) {
         tf = evict(e, v, tf);
-        tell(e, v, POL_STATE_HOST);
+        e->ck[v].pressed = 1;
+        if (!e->blind) tell(e, v, POL_STATE_HOST); /* libvx is not told */
       }
       if (e->ck[g].loc == C_HOST) {
         uint64_t b = ck_bytes(e, g);
@@ -346,6 +410,18 @@ static double faults(struct eng *e, uint32_t nm, double t0) {
     }
   }
   return tf;
+}
+
+/* A host chunk a launch is about to fault in: 1 when the driver pins it to
+ * host memory instead (the kernel reads it over the link).  Modelled with
+ * --place live only (the live stack as the simulator has it); the default
+ * model keeps plain migration, which its references were tuned against. */
+static int thrash_pinned(struct ck *c) {
+  if (c->pinned) return 1;
+  if (!c->pressed || c->loc != C_HOST) return 0;
+  c->pressed = 0;
+  if (c->refaults < 255) c->refaults++;
+  return c->pinned = c->refaults >= THRASH_PIN;
 }
 
 /* Marks the launch's chunks; returns the time its resident ones are all there. */
@@ -366,6 +442,8 @@ static double gather(struct eng *e, const rp_event_t *ev, double t0, uint32_t *n
         *host += ck_bytes(e, g);
       else if (e->ck[g].loc == C_DEV)
         wait = wait > e->ck[g].arrive ? wait : e->ck[g].arrive;
+      else if (e->m->live_place && thrash_pinned(&e->ck[g]))
+        *host += ck_bytes(e, g);
       else
         e->missing[(*nm)++] = g;
     }
@@ -445,10 +523,14 @@ static int setup(struct eng *e, const rp_trace_t *t, const rp_model_t *m, const 
   set_cap(e);
   e->infinite = !strcmp(policy, "infinite");
   int kind = pol_kind_parse(strcmp(policy, "clairvoyant") ? policy : "oracle");
+  /* DeepUM (the paper's) runs over plain Unified Memory: all movable */
+  e->blind = kind >= 0 && kind != POL_DEEPUM;
+  e->place = kind < 0 || kind == POL_DEEPUM || !m->live_place ? POL_KIND_COUNT : kind;
   if (kind < 0) return e->infinite ? 0 : -EINVAL;
   pol_config_t c;
   pol_config_default(&c, (pol_kind_t)kind, m->capacity);
   c.chunk_size = t->chunk;
+  if (m->live_place) c.evict_watermark = LIVE_EVICT_WATERMARK; /* as libvx configures it */
   int r = pol_create(&c, &e->pol);
   if (!r && kind == POL_ORACLE) r = pol_set_future(e->pol, future, e);
   return r;

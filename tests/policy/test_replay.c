@@ -81,6 +81,109 @@ START_TEST(demand_cost_by_hand) {
 }
 END_TEST
 
+/* vx replay --place live (issue 11): allocations placed as libvx places them.
+ * Under demand, native while the device has room: A (2 chunks) is native
+ * and never moves, B gets the one chunk left.  L1 and L3 use A: no stall;
+ * L2 faults B's fresh chunks in (one batch, no data), the second in the
+ * room of the first, written back (1 ms): the device never holds more than
+ * it has.  All movable, the same trace costs more write-backs and faults
+ * (6.135 ms, demand_cost_by_hand's kind). */
+START_TEST(live_placement_keeps_native_resident) {
+  begin(6 * MIB);
+  alloc(1, 4 * MIB);
+  alloc(2, 4 * MIB);
+  launch(11, 1, 2, POL_ACCESS_WRITE, 1000000);
+  launch(12, 2, 2, POL_ACCESS_WRITE, 1000000);
+  launch(13, 1, 2, POL_ACCESS_READ, 1000000);
+  rp_trace_t t;
+  char err[128];
+  ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), 0);
+  rp_model_t m;
+  rp_model_default(&m, t.capacity);
+  m.link_bps = 2 * MIB * 1000.0;
+  rp_result_t mov, live;
+  ck_assert_int_eq(rp_run(&t, &m, "demand", &mov), 0);
+  NEAR(mov.total_s, 6.135 / 1e3);
+  m.live_place = 1;
+  ck_assert_int_eq(rp_run(&t, &m, "demand", &live), 0);
+  NEAR(live.stall_s, 1.045 / 1e3);
+  NEAR(live.total_s, 4.045 / 1e3);
+  ck_assert_uint_eq(live.bytes_up, 0);
+  ck_assert_uint_eq(live.bytes_down, 2 * MIB);
+  rp_trace_free(&t);
+}
+END_TEST
+
+/* cuMemAlloc on a device full of managed chunks: the driver evicts the least
+ * recently used (write-back on the D2H engine), as the simulator does. */
+START_TEST(live_native_alloc_evicts_managed) {
+  begin(4 * MIB);
+  alloc(1, 6 * MIB); /* more than the device: managed */
+  launch(11, 1, 2, POL_ACCESS_WRITE, 1000000);
+  alloc(2, 2 * MIB); /* fits the budget: native, takes a chunk's room */
+  pol_range_t r = {.alloc_id = 1, .first = 2, .count = 1, .mode = POL_ACCESS_WRITE};
+  rec(&(pol_trace_rec_t){.type = POL_TREC_LAUNCH,
+                         .kernel = 12,
+                         .stream = 1,
+                         .dur_ns = 1000000,
+                         .nranges = 1,
+                         .ranges = &r});
+  rp_trace_t t;
+  char err[128];
+  ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), 0);
+  rp_model_t m;
+  rp_model_default(&m, t.capacity);
+  m.link_bps = 2 * MIB * 1000.0;
+  m.live_place = 1;
+  rp_result_t d;
+  ck_assert_int_eq(rp_run(&t, &m, "demand", &d), 0);
+  /* L1 (0.045-1.045 ms) fills the device with 2 fresh chunks; the native
+   * allocation evicts one as soon as L1 is done with it (D2H 1.045-2.045);
+   * L2's fault batch (1.045-1.09) evicts the other behind it (2.045-3.045):
+   * L2 stalls 2 ms (2.045 if the fault had to make both rooms) */
+  ck_assert_uint_eq(d.evictions, 2);
+  NEAR(d.stall_s, (0.045 + 2.0) / 1e3);
+  ck_assert_uint_eq(d.bytes_down, 4 * MIB);
+  ck_assert_uint_eq(d.bytes_up, 0);
+  rp_trace_free(&t);
+}
+END_TEST
+
+/* --place live has the driver's thrash resolution, as the simulator does:
+ * two chunks take turns in a one-chunk device; a chunk pushed off by memory
+ * pressure and faulted back 8 times is pinned to host memory and read over
+ * the link from then on.  Movable (the default model) faults every time. */
+START_TEST(live_thrash_pins_to_host) {
+  begin(2 * MIB);
+  alloc(1, 4 * MIB);
+  for (int i = 0; i < 40; i++) {
+    pol_range_t r = {
+        .alloc_id = 1, .first = (uint32_t)(i & 1), .count = 1, .mode = POL_ACCESS_READ};
+    rec(&(pol_trace_rec_t){.type = POL_TREC_LAUNCH,
+                           .kernel = 20 + (uint64_t)(i & 1),
+                           .stream = 1,
+                           .dur_ns = 1000000,
+                           .nranges = 1,
+                           .ranges = &r});
+  }
+  rp_trace_t t;
+  char err[128];
+  ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), 0);
+  rp_model_t m;
+  rp_model_default(&m, t.capacity);
+  m.link_bps = 2 * MIB * 1000.0;
+  rp_result_t mov, live;
+  ck_assert_int_eq(rp_run(&t, &m, "demand", &mov), 0);
+  ck_assert_uint_eq(mov.faults, 40);
+  m.live_place = 1;
+  ck_assert_int_eq(rp_run(&t, &m, "demand", &live), 0);
+  /* chunk 0: first touch + 7 refaults, pinned at its 8th; chunk 1 then stays */
+  ck_assert_uint_eq(live.faults, 16);
+  ck_assert_double_lt(live.total_s, mov.total_s);
+  rp_trace_free(&t);
+}
+END_TEST
+
 START_TEST(predict_cost_by_hand) {
   rp_trace_t t;
   rp_model_t m;
@@ -376,6 +479,9 @@ int main(void) {
   TCase *t = tcase_create("replay");
   tcase_set_timeout(t, 60);
   tcase_add_test(t, demand_cost_by_hand);
+  tcase_add_test(t, live_placement_keeps_native_resident);
+  tcase_add_test(t, live_native_alloc_evicts_managed);
+  tcase_add_test(t, live_thrash_pins_to_host);
   tcase_add_test(t, predict_cost_by_hand);
   tcase_add_test(t, bound_counts_write_back_by_hand);
   tcase_add_test(t, bound_write_back_only_dirty);

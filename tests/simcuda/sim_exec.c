@@ -42,20 +42,9 @@ sim_op *sim_op_clone(const sim_op *src) {
   return op;
 }
 
-static uint64_t run_on_engine(sim_dev *d, uint64_t *engine, uint64_t ready, uint64_t dur) {
-  if (dur == 0) return ready;
-  uint64_t start = ready > *engine ? ready : *engine;
-  *engine = start + dur;
-  sim_note_end_locked(d, *engine);
-  return *engine;
-}
-
 static uint64_t prefetch_run(sim_op *op, sim_stream *s, uint64_t ready) {
-  int to_dev;
   sim_lock();
-  uint64_t dur = sim_prefetch_locked(op->u.pf.p, op->u.pf.n, op->u.pf.loc, &to_dev);
-  sim_dev *d = &sim_g.dev[to_dev ? op->u.pf.loc.id : s->ctx->dev];
-  uint64_t end = run_on_engine(d, to_dev ? &d->h2d_free : &d->d2h_free, ready, dur);
+  uint64_t end = sim_prefetch_locked(op->u.pf.p, op->u.pf.n, op->u.pf.loc, s->ctx->dev, ready);
   sim_unlock();
   return end;
 }

@@ -191,8 +191,9 @@ int sim_managed_touch_locked(sim_alloc *a, size_t off, size_t n, int mode,
 /* Copy access (memcpy/memset) to managed memory: -EFAULT on a discarded read. */
 int sim_managed_copy_touch_locked(sim_alloc *a, size_t off, size_t n, int write);
 void sim_free_now(CUdeviceptr p); /* OP_FREE on the worker */
-/* Prefetch and discard executed on a stream worker; return duration (ns). */
-uint64_t sim_prefetch_locked(CUdeviceptr p, size_t n, CUmemLocation loc, int *to_dev);
+/* Prefetch executed on a stream worker from `ready` on the copy engines of
+ * the devices involved (sdev: the stream's); returns when it is done. */
+uint64_t sim_prefetch_locked(CUdeviceptr p, size_t n, CUmemLocation loc, int sdev, uint64_t ready);
 void sim_discard_locked(CUdeviceptr p, size_t n);
 
 /* ---- clock and stats (sim_clock.c) ---- */

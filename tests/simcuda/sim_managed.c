@@ -19,7 +19,11 @@
  * - an UNPOP chunk the host has written (pages present, seen with mincore)
  *   counts as HOST; one nobody touched is populated where first used;
  * - host accesses to managed memory are direct loads and stores and are not
- *   observed: they neither migrate nor cost anything. */
+ *   observed: they neither migrate nor cost anything;
+ * - a prefetch to a full device evicts LRU chunks (cuda.h, cuMemPrefetchAsync:
+ *   "may evict pages from other cuMemAllocManaged allocations"): the
+ *   write-backs run on the D2H engine, the copies in on the H2D engine, each
+ *   copy after the write-back that made its room (issue 11). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,59 +307,93 @@ int sim_managed_copy_touch_locked(sim_alloc *a, size_t off, size_t n, int write)
 
 // ---- prefetch and discard (run on stream workers) ----
 
-static uint64_t prefetch_to_dev(sim_chunk *c, sim_dev *d) {
+/* The copy engines a prefetch drives, from the time it may start.  The link
+ * is full duplex: a write-back that makes room runs on the D2H engine (the
+ * driver migrates the victim to host memory) while earlier chunks still
+ * stream in on the H2D engine; a chunk's own copy in waits for both its
+ * turn on the H2D engine and the write-back that freed its room. */
+typedef struct pf_clock {
+  sim_dev *d;
+  uint64_t ready, end;
+} pf_clock;
+
+/* Room for cb bytes on d: evicts, charging write-back to D2H; returns when
+ * the room is usable, or UINT64_MAX when native memory leaves none. */
+static uint64_t pf_room(pf_clock *k, size_t cb) {
+  int64_t ev = sim_make_room_locked(k->d, cb);
+  if (ev < 0) return UINT64_MAX;
+  if (ev == 0) return k->ready;
+  uint64_t start = k->ready > k->d->d2h_free ? k->ready : k->d->d2h_free;
+  k->d->d2h_free = start + (uint64_t)ev;
+  if (k->d->d2h_free > k->end) k->end = k->d->d2h_free;
+  return k->d->d2h_free;
+}
+
+/* One copy of cb bytes on engine *eng, no earlier than `after`. */
+static void pf_copy(pf_clock *k, uint64_t *eng, uint64_t after, size_t cb) {
+  uint64_t start = after > *eng ? after : *eng;
+  *eng = start + sim_ns_for_bytes(cb, sim_g.link_gbps);
+  if (*eng > k->end) k->end = *eng;
+}
+
+static void prefetch_to_dev(sim_chunk *c, pf_clock *k) {
+  sim_dev *d = k->d;
   settle_unpop(c);
   c->evicted = c->refaults = c->thrash_pin = 0; /* moved on purpose: no thrash */
   if (c->state == CH_DEVICE && c->dev == d->ord) {
     sim_lru_touch_locked(d, c);
-    return 0;
+    return;
   }
   size_t cb = sim_chunk_bytes(c);
-  int64_t ev = sim_make_room_locked(d, cb);
-  if (ev < 0) return 0; /* no room left by native memory: stays where it is */
+  uint64_t room = pf_room(k, cb);
+  if (room == UINT64_MAX) return; /* no room left by native memory: stays where it is */
+  if (room > k->end) k->end = room;
   if (c->state == CH_UNPOP || c->state == CH_DISCARDED) {
     c->state = CH_UNPOP;
     chunk_to_dev(c, d, 0);
-    return (uint64_t)ev;
+    return;
   }
   d->st.bytes_prefetch_htod += cb;
   chunk_to_dev(c, d, c->read_mostly);
-  return (uint64_t)ev + sim_ns_for_bytes(cb, sim_g.link_gbps);
+  pf_copy(k, &d->h2d_free, room, cb);
 }
 
-static uint64_t prefetch_to_host(sim_chunk *c) {
+static void prefetch_to_host(sim_chunk *c, pf_clock *k) {
   if (c->state != CH_DEVICE) {
     settle_unpop(c);
     if (c->state != CH_HOST) sim_chunk_to_host_locked(c);
-    return 0;
+    return;
   }
   size_t cb = sim_chunk_bytes(c);
   int copy = !c->dup;
-  if (copy) sim_g.dev[c->dev].st.bytes_prefetch_dtoh += cb;
+  sim_dev *d = &sim_g.dev[c->dev];
+  if (copy) d->st.bytes_prefetch_dtoh += cb;
   sim_chunk_to_host_locked(c);
-  return copy ? sim_ns_for_bytes(cb, sim_g.link_gbps) : 0;
+  if (copy) pf_copy(k, &d->d2h_free, k->ready, cb);
 }
 
-uint64_t sim_prefetch_locked(CUdeviceptr p, size_t n, CUmemLocation loc, int *to_dev) {
+uint64_t sim_prefetch_locked(CUdeviceptr p, size_t n, CUmemLocation loc, int sdev,
+                             uint64_t ready) {
   sim_alloc *a = sim_map_find_locked((uintptr_t)p);
-  *to_dev = loc.type == CU_MEM_LOCATION_TYPE_DEVICE;
-  if (!a || a->kind != SIM_MANAGED || n == 0) return 0;
+  int to_dev = loc.type == CU_MEM_LOCATION_TYPE_DEVICE;
+  pf_clock k = {.d = &sim_g.dev[to_dev ? loc.id : sdev], .ready = ready, .end = ready};
+  if (!a || a->kind != SIM_MANAGED || n == 0) return ready;
   size_t off = (size_t)(p - a->base);
   if (off + n > a->size) n = a->size - off;
-  uint64_t dur = 0;
   for (size_t i = off / SIM_CHUNK; i <= (off + n - 1) / SIM_CHUNK; i++) {
     sim_chunk *c = &a->chunks[i];
-    if (*to_dev) {
-      dur += prefetch_to_dev(c, &sim_g.dev[loc.id]);
+    if (to_dev) {
+      prefetch_to_dev(c, &k);
       c->pf_type = CU_MEM_LOCATION_TYPE_DEVICE;
       c->pf_dev = (int8_t)loc.id;
     } else {
-      dur += prefetch_to_host(c);
+      prefetch_to_host(c, &k);
       c->pf_type = CU_MEM_LOCATION_TYPE_HOST;
       c->pf_dev = -1;
     }
   }
-  return dur;
+  sim_note_end_locked(k.d, k.end);
+  return k.end;
 }
 
 /* Whole chunks inside the range lose their contents and backing; a partly

@@ -400,6 +400,41 @@ START_TEST(thrash_pins_unless_device_preferred) {
 }
 END_TEST
 
+/* A prefetch into a full device (issue 11): the write-back that makes room
+ * runs on the D2H engine while the chunk before it still streams in on the
+ * H2D engine (the link is full duplex); each chunk's copy waits for the
+ * write-back that freed its room.  Two chunks in, two out: three transfer
+ * times, not four on one engine. */
+START_TEST(prefetch_eviction_uses_the_down_engine) {
+  sim_test_setup("4M");
+  CUdeviceptr p = managed_host_written(8 * MiB, 7);
+  CUmemLocation dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+  CUstream s;
+  ck_cu(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  ck_cu(cuMemPrefetchAsync(p, 4 * MiB, dev0, 0, s));
+  ck_cu(cuStreamSynchronize(s));
+  simcuda_reset_stats();
+  ck_cu(cuMemPrefetchAsync(p + 4 * MiB, 4 * MiB, dev0, 0, s));
+  ck_cu(cuStreamSynchronize(s));
+  simcuda_stats_t st = sim_test_stats(0);
+  uint64_t x = ns(2 * MiB, 25);
+  ck_assert_uint_eq(st.evictions, 2);
+  ck_assert_uint_eq(st.bytes_evict_dtoh, 4 * MiB);
+  ck_assert_uint_eq(st.bytes_prefetch_htod, 4 * MiB);
+  ck_assert_uint_eq(st.total_ns, 3 * x);
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(simcuda_chunk_residency(p + i * 2 * MiB), i >= 2);
+  /* a prefetch to host: one write-back on the down engine */
+  CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+  simcuda_reset_stats();
+  ck_cu(cuMemPrefetchAsync(p + 4 * MiB, 2 * MiB, host, 0, s));
+  ck_cu(cuStreamSynchronize(s));
+  ck_assert_uint_eq(sim_test_stats(0).total_ns, x);
+  unsigned long long bad = 1;
+  ck_cu(kit_check(p, 2 * MiB, 7, NULL, &bad));
+  ck_assert_uint_eq(bad, 0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("sim_managed");
   TCase *tc = tcase_create("managed");
@@ -418,6 +453,7 @@ int main(void) {
   tcase_add_test(tc, managed_errors);
   tcase_add_test(tc, batch_calls_refuse_legacy_stream);
   tcase_add_test(tc, thrash_pins_unless_device_preferred);
+  tcase_add_test(tc, prefetch_eviction_uses_the_down_engine);
   suite_add_tcase(s, tc);
   return sim_test_run(s);
 }

@@ -95,7 +95,7 @@ live_row "vx_oversub 1G on 256M" 256M once "$build/tests/kit/vx_oversub" --bytes
 
 workloads="transformer-train transformer-infer cnn moe two-stream"
 for w in $workloads; do
-  "$vx" replay --synth "$w,oversub=2" --save "$tmp/$w.vxt" --json >"$tmp/$w.rep" 2>/dev/null ||
+  "$vx" replay --synth "$w,oversub=2" --save "$tmp/$w.vxt" --place live --json >"$tmp/$w.rep" 2>/dev/null ||
     { echo "bench-predictor: replay of $w failed"; exit 2; }
   "$vx" play "$tmp/$w.vxt" --policy um,demand,static,predict --json >"$tmp/$w.play" \
     2>"$tmp/$w.playerr" || { echo "bench-predictor: vx play of $w failed"; cat "$tmp/$w.playerr"; exit 2; }
@@ -106,7 +106,7 @@ for w in $workloads; do
 done
 
 echo
-echo "== 2. live against offline (predict, total virtual time; bytes against the clairvoyant's)"
+echo "== 2. live against offline (predict, total virtual time; vx replay --place live: libvx's placement; bytes against the clairvoyant's)"
 printf "%-28s %10s %10s %8s  %-20s %9s  %s\n" trace live_s offline_s ratio "target (within 15%)" \
   "bytes/clv" "target (<= 1.3)"
 for w in $workloads; do

@@ -512,11 +512,30 @@ static void side_mark(ex_side_t *x, uint32_t seq) {
     __atomic_store_n(&x->seq[slot], seq, __ATOMIC_RELEASE);
 }
 
-/* The AHEAD part but evictions on `up`, each prefetch followed by its
- * event, so that a launch waits only for the prefetch it needs. */
+static void mark_failed(ex_op_t *ops, int n) {
+  for (int i = 0; i < n; i++)
+    if (ops[i].op == POL_OP_PREFETCH || ops[i].op == POL_OP_EVICT) ops[i].failed = 1;
+}
+
+/* The AHEAD part in plan order: each run of evictions goes down, and only
+ * the prefetch that follows it (the plan writes the eviction that makes a
+ * prefetch's room just before it) waits for it; a prefetch into room that
+ * is already free waits for nothing, so the link's two directions overlap.
+ * Each prefetch is followed by its event, so that a launch waits only for
+ * the prefetch it needs. */
 static void issue_ahead(ex_op_t *ops, int n, int dev, ex_side_t *x) {
+  int run = 0; /* evictions issued since the last prefetch */
   for (int i = 0; i < n; i++) {
-    if (ops[i].op == POL_OP_EVICT) continue;
+    if (ops[i].op == POL_OP_EVICT) {
+      issue(ops + i, 1, dev, x->down);
+      run |= !ops[i].dropped;
+      continue;
+    }
+    if (run && order_after(x->down, &x->up, 1)) {
+      mark_failed(ops + i, n - i);
+      return;
+    }
+    run = 0;
     issue(ops + i, 1, dev, x->up);
     if (ops[i].dropped) continue;
     if (ops[i].seq && !ops[i].failed) side_mark(x, ops[i].seq);
@@ -532,10 +551,6 @@ static void side_wait(ex_dev_t *d, uint32_t seq, CUstream s) {
   if (have && !seq_after(seq, have)) VX_CALL(cuStreamWaitEvent, s, x->ev[slot], 0);
 }
 
-static void mark_failed(ex_op_t *ops, int n) {
-  for (int i = 0; i < n; i++)
-    if (ops[i].op == POL_OP_PREFETCH || ops[i].op == POL_OP_EVICT) ops[i].failed = 1;
-}
 
 /* The launch's stream s (not capturing: the caller checked) gets two
  * event waits at most: for the required prefetches on `now`, and (in
@@ -545,9 +560,10 @@ static void mark_failed(ex_op_t *ops, int n) {
  * right after it by exec_launched): a kernel may still use what leaves,
  * but the victims of a plan are chunks used long ago, so the write-backs
  * start while the kernels before the launch still run.  Prefetches
- * wait only for the evictions enqueued so far (`now` and `up` after
- * `down`): their room, and a chunk an earlier plan sent down lands before
- * it comes back up; not for the kernels before the launch, so the required
+ * wait only for evictions: the required ones for everything on `down` so
+ * far (their room; a chunk an earlier plan sent down lands before it comes
+ * back up), each AHEAD one for the evictions written just before it
+ * (issue_ahead); not for the kernels before the launch, so the required
  * transfers overlap the previous kernel as the replay's model has them
  * (waiting for s serialised transfer, kernel, transfer: vx play of cnn took
  * 1.6x the replay's time). */
@@ -586,11 +602,6 @@ static void run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s, uint
     order_after(x->now, &s, 1);
   }
   if (req == n) return;
-  issue_only(ops + req, n - req, dev, x->down, 1); /* the room first, on the way down */
-  if (order_after(x->down, &x->up, 1)) {
-    mark_failed(ops + req, n - req);
-    return;
-  }
   issue_ahead(ops + req, n - req, dev, x);
 }
 

@@ -82,6 +82,7 @@ struct pol {
   uint64_t used;        /* chunks believed resident */
   uint64_t host_used;   /* chunks on the host tier */
   uint64_t native_bytes;
+  uint64_t native_peak; /* the most native_bytes has been: the room native memory takes */
   uint64_t seq;       /* launches seen */
   uint64_t last_full; /* launch of the last full plan */
   uint64_t changes;   /* allocations and frees seen (a new one forces a full plan) */

@@ -61,6 +61,8 @@ typedef struct ex_dev {
   uint64_t launches; /* exec_extent calls: the age of remembered starts */
   pol_t *pol;
   int failed;   /* pol_create failed: no plans on this device */
+  uint32_t down_issued, up_waited; /* atomic: eviction runs sent down; the last
+                                    * one `up` was ordered after */
   uint32_t seq;  /* AHEAD batches planned */
   uint32_t lseq; /* launches planned */
   ex_alloc_t *by_id;
@@ -517,25 +519,29 @@ static void mark_failed(ex_op_t *ops, int n) {
     if (ops[i].op == POL_OP_PREFETCH || ops[i].op == POL_OP_EVICT) ops[i].failed = 1;
 }
 
-/* The AHEAD part in plan order: each run of evictions goes down, and only
- * the prefetch that follows it (the plan writes the eviction that makes a
- * prefetch's room just before it) waits for it; a prefetch into room that
- * is already free waits for nothing, so the link's two directions overlap.
- * Each prefetch is followed by its event, so that a launch waits only for
- * the prefetch it needs. */
-static void issue_ahead(ex_op_t *ops, int n, int dev, ex_side_t *x) {
-  int run = 0; /* evictions issued since the last prefetch */
+/* The AHEAD part in plan order: evictions go down; a prefetch waits for
+ * the evictions sent down before it (the room the policy counts as free may
+ * be theirs: a prefetch that ran first would take the device past the
+ * budget, or make the driver evict on its own), but only when some were
+ * sent since `up` last waited, so a plan whose room is already free waits
+ * for nothing and the link's two directions overlap.  Each prefetch is
+ * followed by its event, so that a launch waits only for the prefetch it
+ * needs. */
+static void issue_ahead(ex_dev_t *d, ex_op_t *ops, int n, int dev, ex_side_t *x) {
   for (int i = 0; i < n; i++) {
     if (ops[i].op == POL_OP_EVICT) {
       issue(ops + i, 1, dev, x->down);
-      run |= !ops[i].dropped;
+      if (!ops[i].dropped) __atomic_add_fetch(&d->down_issued, 1, __ATOMIC_RELAXED);
       continue;
     }
-    if (run && order_after(x->down, &x->up, 1)) {
-      mark_failed(ops + i, n - i);
-      return;
+    uint32_t sent = __atomic_load_n(&d->down_issued, __ATOMIC_RELAXED);
+    if (sent != __atomic_load_n(&d->up_waited, __ATOMIC_RELAXED)) {
+      if (order_after(x->down, &x->up, 1)) {
+        mark_failed(ops + i, n - i);
+        return;
+      }
+      __atomic_store_n(&d->up_waited, sent, __ATOMIC_RELAXED);
     }
-    run = 0;
     issue(ops + i, 1, dev, x->up);
     if (ops[i].dropped) continue;
     if (ops[i].seq && !ops[i].failed) side_mark(x, ops[i].seq);
@@ -592,6 +598,7 @@ static void run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s, uint
   }
   if (req) {
     issue_only(ops, req, dev, x->down, 1);
+    __atomic_add_fetch(&d->down_issued, 1, __ATOMIC_RELAXED); /* `up` orders after them too */
     if (order_after(x->down, &x->now, 1)) {
       mark_failed(ops, n);
       return;
@@ -602,7 +609,7 @@ static void run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s, uint
     order_after(x->now, &s, 1);
   }
   if (req == n) return;
-  issue_ahead(ops + req, n - req, dev, x);
+  issue_ahead(d, ops + req, n - req, dev, x);
 }
 
 // ---- pinning to host memory what moving costs more than it saves ----
@@ -665,6 +672,7 @@ static void pin_to_host(ex_dev_t *d, int dev, const ex_pin_t *pin, int np, CUstr
       size_t sz = pin[i].size;
       uint8_t failed = 0;
       move_prefetch(&p, &sz, 1, host, x->down, &failed);
+      __atomic_add_fetch(&d->down_issued, 1, __ATOMIC_RELAXED);
     }
     ctr_add(dev, VX_CTR_host_pins, 1);
   }

@@ -189,24 +189,16 @@ static const struct hrec *table_hit(const struct pred_hist *h, const struct hctx
   return e ? hist_get(h, e->seq) : NULL;
 }
 
-/* Of the sticky candidate n (the launch after the last match, the lag kept)
- * and a table's candidate c, the one whose lag the recent past agrees with
- * more; c on a tie. */
-static const struct hrec *better(const struct pred_hist *h, const struct hrec *r,
-                                 const struct hrec *n, const struct hrec *c) {
-  if (!c || !n || c == n || n->kernel != r->kernel || n->nr != r->nr) return c;
-  return agreement(h, r, n) > agreement(h, r, c) ? n : c;
-}
-
 /* Where the present continues a past sequence: first the launch after the last
- * match if it repeats (sticky), else the last occurrence of this context by
- * the fine key, else the launch after the last match if it is similar (the
- * sequence goes on with some arguments moved: better than jumping to another
- * layer's launch by a coarser key), else by the medium and coarse keys.  A
- * coarse match must also agree on the number of ranges.  A table's candidate
- * at another lag than the sticky one's must agree with the recent past at
- * least as well (see agreement): a KV cache re-made each token makes a
- * layer's launch look, by its ranges, like another layer's.  When nothing
+ * match if it repeats (sticky); else, of the candidates -- the last occurrence
+ * of this context by the fine key, the sticky candidate n if it is similar
+ * (the sequence goes on with some arguments moved), by the medium key, by the
+ * coarse key (which must agree on the number of ranges), n if it is the same
+ * kernel, only against others -- the one whose lag the recent past agrees
+ * with most (see
+ * agreement), the first in that order on a tie.  A KV cache re-made each
+ * token makes a layer's launch look, by its ranges, like another layer's; the
+ * lag of whole periods is what the launches around it confirm.  When nothing
  * matches, the present predicts nothing, but the next launch is still tried
  * against the sticky candidate's successor (s->lost): one launch with moved
  * arguments must not make the next one jump to another layer. */
@@ -214,20 +206,31 @@ static uint64_t find_match(struct pred_hist *h, struct hstream *s, const struct 
                            const uint64_t ctx[3]) {
   const struct hrec *m = hist_get(h, s->match ? s->match : s->lost);
   const struct hrec *n = m ? hist_get(h, m->next_same) : NULL;
-  s->lost = n && n->kernel == r->kernel ? n->seq : 0; /* if nothing below matches */
   h->on_track = 0;
+  s->lost = 0;
   if (n && n->kf == r->kf) {
     h->on_track = 1;
     return n->seq;
   }
-  const struct hrec *c = better(h, r, n, table_hit(h, h->tf, ctx[0]));
-  if (c) return c->seq;
-  if (n && similar(h, n, r)) return n->seq;
-  c = better(h, r, n, table_hit(h, h->tm, ctx[1]));
-  if (c) return c->seq;
-  c = table_hit(h, h->tc, ctx[2]);
-  c = better(h, r, n, c && c->nr == r->nr ? c : NULL);
-  return c ? c->seq : 0;
+  int kin = n && n->kernel == r->kernel;
+  const struct hrec *cc = table_hit(h, h->tc, ctx[2]);
+  const struct hrec *cand[5] = {table_hit(h, h->tf, ctx[0]), n && similar(h, n, r) ? n : NULL,
+                                table_hit(h, h->tm, ctx[1]), cc && cc->nr == r->nr ? cc : NULL,
+                                kin ? n : NULL};
+  const struct hrec *best = NULL;
+  uint32_t best_a = 0;
+  int others = 0;
+  for (int i = 0; i < 5; i++) {
+    if (!cand[i]) continue;
+    if (i < 4)
+      others = 1;
+    else if (!others)
+      break; /* n alone, neither similar nor named by a table: no match */
+    uint32_t a = agreement(h, r, cand[i]);
+    if (!best || a > best_a) best = cand[i], best_a = a;
+  }
+  if (!best && kin) s->lost = n->seq;
+  return best ? best->seq : 0;
 }
 
 void hist_record(pol_t *p, const pol_launch_t *l) {

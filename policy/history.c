@@ -166,7 +166,7 @@ static int similar(const struct pred_hist *h, const struct hrec *n, const struct
   return 2 * same >= r->nr;
 }
 
-#define HIST_AGREE 48 /* launches compared back when candidate matches disagree */
+#define HIST_AGREE 192 /* launches compared back when candidate matches disagree */
 
 /* How well the present's recent past agrees with the past at candidate c's
  * lag: of the stream's last HIST_AGREE launches, those whose fine key equals

@@ -51,12 +51,12 @@ const struct hrec *hist_get(const struct pred_hist *h, uint64_t seq) {
 
 // ---- context tables: key -> most recent launch with that context ----
 
-static uint64_t table_get(const struct pred_hist *h, const struct hctx *t, uint64_t key) {
+static const struct hctx *table_get(const struct pred_hist *h, const struct hctx *t, uint64_t key) {
   for (uint32_t i = 0; i < 4; i++) {
     const struct hctx *e = &t[(key + i) & (h->tsize - 1)];
-    if (e->key == key) return e->seq;
+    if (e->key == key) return e;
   }
-  return 0;
+  return NULL;
 }
 
 static void table_put(const struct pred_hist *h, struct hctx *t, uint64_t key, uint64_t seq) {
@@ -64,13 +64,14 @@ static void table_put(const struct pred_hist *h, struct hctx *t, uint64_t key, u
   for (uint32_t i = 0; i < 4; i++) {
     struct hctx *e = &t[(key + i) & (h->tsize - 1)];
     if (e->key == key || !e->key) {
-      oldest = e;
-      break;
+      e->prev = e->key == key ? e->seq : 0;
+      e->key = key;
+      e->seq = seq;
+      return;
     }
     if (!oldest || e->seq < oldest->seq) oldest = e;
   }
-  oldest->key = key;
-  oldest->seq = seq;
+  *oldest = (struct hctx){.key = key, .seq = seq};
 }
 
 // ---- streams ----
@@ -165,28 +166,71 @@ static int similar(const struct pred_hist *h, const struct hrec *n, const struct
   return 2 * same >= r->nr;
 }
 
+#define HIST_AGREE 192 /* launches compared back when candidate matches disagree */
+
+/* How well the present's recent past agrees with the past at candidate c's
+ * lag: of the stream's last HIST_AGREE launches, those whose fine key equals
+ * the launch the same distance back from c, plus one if c is the present's
+ * own fine key.  Launches that touch only activations look alike in every
+ * layer and agree at a lag of a layer or two; launches with a layer's own
+ * weights agree only at a lag of whole periods. */
+static uint32_t agreement(const struct pred_hist *h, const struct hrec *r, const struct hrec *c) {
+  uint64_t lag = r->seq - c->seq;
+  uint32_t score = c->kf == r->kf;
+  for (uint64_t i = 1; i <= HIST_AGREE && i + lag < r->seq; i++) {
+    const struct hrec *a = hist_get(h, r->seq - i), *b = hist_get(h, r->seq - i - lag);
+    if (a && b && a->stream == r->stream) score += a->kf == b->kf;
+  }
+  return score;
+}
+
+static const struct hrec *table_hit(const struct pred_hist *h, const struct hctx *t, uint64_t key) {
+  const struct hctx *e = table_get(h, t, key);
+  return e ? hist_get(h, e->seq) : NULL;
+}
+
 /* Where the present continues a past sequence: first the launch after the last
- * match if it repeats (sticky), else the last occurrence of this context by
- * the fine key, else the launch after the last match if it is similar (the
- * sequence goes on with some arguments moved: better than jumping to another
- * layer's launch by a coarser key), else by the medium and coarse keys.  A
- * coarse match must also agree on the number of ranges. */
-static uint64_t find_match(struct pred_hist *h, const struct hstream *s, const struct hrec *r,
+ * match if it repeats (sticky); else, of the candidates -- the last occurrence
+ * of this context by the fine key, the sticky candidate n if it is similar
+ * (the sequence goes on with some arguments moved), by the medium key, by the
+ * coarse key (which must agree on the number of ranges), n if it is the same
+ * kernel, only against others -- the one whose lag the recent past agrees
+ * with most (see
+ * agreement), the first in that order on a tie.  A KV cache re-made each
+ * token makes a layer's launch look, by its ranges, like another layer's; the
+ * lag of whole periods is what the launches around it confirm.  When nothing
+ * matches, the present predicts nothing, but the next launch is still tried
+ * against the sticky candidate's successor (s->lost): one launch with moved
+ * arguments must not make the next one jump to another layer. */
+static uint64_t find_match(struct pred_hist *h, struct hstream *s, const struct hrec *r,
                            const uint64_t ctx[3]) {
-  const struct hrec *m = hist_get(h, s->match);
+  const struct hrec *m = hist_get(h, s->match ? s->match : s->lost);
   const struct hrec *n = m ? hist_get(h, m->next_same) : NULL;
   h->on_track = 0;
+  s->lost = 0;
   if (n && n->kf == r->kf) {
     h->on_track = 1;
     return n->seq;
   }
-  const struct hrec *c = hist_get(h, table_get(h, h->tf, ctx[0]));
-  if (c) return c->seq;
-  if (n && similar(h, n, r)) return n->seq;
-  c = hist_get(h, table_get(h, h->tm, ctx[1]));
-  if (c) return c->seq;
-  c = hist_get(h, table_get(h, h->tc, ctx[2]));
-  return c && c->nr == r->nr ? c->seq : 0;
+  int kin = n && n->kernel == r->kernel;
+  const struct hrec *cc = table_hit(h, h->tc, ctx[2]);
+  const struct hrec *cand[5] = {table_hit(h, h->tf, ctx[0]), n && similar(h, n, r) ? n : NULL,
+                                table_hit(h, h->tm, ctx[1]), cc && cc->nr == r->nr ? cc : NULL,
+                                kin ? n : NULL};
+  const struct hrec *best = NULL;
+  uint32_t best_a = 0;
+  int others = 0;
+  for (int i = 0; i < 5; i++) {
+    if (!cand[i]) continue;
+    if (i < 4)
+      others = 1;
+    else if (!others)
+      break; /* n alone, neither similar nor named by a table: no match */
+    uint32_t a = agreement(h, r, cand[i]);
+    if (!best || a > best_a) best = cand[i], best_a = a;
+  }
+  if (!best && kin) s->lost = n->seq;
+  return best ? best->seq : 0;
 }
 
 void hist_record(pol_t *p, const pol_launch_t *l) {

@@ -24,12 +24,14 @@ struct hrng {
 
 struct hctx {
   uint64_t key, seq;
+  uint64_t prev; /* the occurrence before seq, 0 = none */
 };
 
 struct hstream {
   uint64_t id, last_seq, last_time;
   uint64_t kf, km, kc; /* keys of the stream's last launch */
   uint64_t match;      /* the past launch the stream's last launch repeats, 0 = none */
+  uint64_t lost;       /* match == 0: the sticky candidate it had, whose lag is kept */
   int live;
 };
 

@@ -105,6 +105,13 @@ for w in $workloads; do
     "$(num "$tmp/$w.play" total_s static)" "$(num "$tmp/$w.play" total_s predict)" "$bp" "$bd" 1e-3
 done
 
+echo "   the floor: the replay's bound for the same trace against the reference (no policy can go"
+echo "   below it; a target under it cannot be met):"
+for w in $workloads; do
+  u=$(num "$tmp/$w.play" total_s um) d=$(num "$tmp/$w.play" total_s demand)
+  printf "     %-18s bound/ref %s\n" "$w" "$(calc "$(num "$tmp/$w.rep" total_s bound) / ($u < $d ? $u : $d)")"
+done
+
 echo
 echo "== 2. live against offline (predict, total virtual time; vx replay --place live: libvx's placement; bytes against the clairvoyant's)"
 printf "%-28s %10s %10s %8s  %-20s %9s  %s\n" trace live_s offline_s ratio "target (within 15%)" \

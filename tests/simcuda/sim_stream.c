@@ -48,19 +48,19 @@ static void tl_complete(sim_tl *tl, uint64_t seq, uint64_t t) {
 
 static pthread_mutex_t oplog_mu = PTHREAD_MUTEX_INITIALIZER;
 static FILE *oplog;
-static int oplog_state; /* 0 unread, 1 on, -1 off */
+static int oplog_state; /* atomic: 0 unread, 1 on, -1 off */
 
 /* "stream kind issue ready end [prefetch: dir bytes]" in virtual ns, in the
  * order the workers ran them: a debugging aid for where a run's virtual
  * time goes (which stream waited for what). */
 static void oplog_write(const sim_stream *s, const sim_op *op, uint64_t ready, uint64_t end) {
   pthread_mutex_lock(&oplog_mu);
-  if (!oplog_state) {
+  if (!__atomic_load_n(&oplog_state, __ATOMIC_RELAXED)) {
     const char *path = getenv("SIMCUDA_OPLOG");
     oplog = path && *path ? fopen(path, "w") : NULL;
-    oplog_state = oplog ? 1 : -1;
+    __atomic_store_n(&oplog_state, oplog ? 1 : -1, __ATOMIC_RELAXED);
   }
-  if (oplog_state > 0) {
+  if (__atomic_load_n(&oplog_state, __ATOMIC_RELAXED) > 0) {
     fprintf(oplog, "%llu %d %llu %llu %llu", (unsigned long long)s->id, op->kind,
             (unsigned long long)op->issue_t, (unsigned long long)ready, (unsigned long long)end);
     if (op->kind == OP_PREFETCH)
@@ -98,7 +98,7 @@ static void *worker(void *arg) {
     uint64_t ready = op->issue_t > last ? op->issue_t : last;
     ready = wait_deps(op, ready);
     uint64_t end = sim_op_exec(op, s, ready);
-    if (oplog_state >= 0) oplog_write(s, op, ready, end);
+    if (__atomic_load_n(&oplog_state, __ATOMIC_RELAXED) >= 0) oplog_write(s, op, ready, end);
     sim_op_free(op);
     tl_complete(&s->tl, seq, end);
     pthread_mutex_lock(&s->tl.mu);

@@ -82,8 +82,14 @@ uint64_t sim_kernel_run(sim_op *op, sim_stream *s, uint64_t ready) {
   sim_dev *d = &sim_g.dev[k.dev];
   uint64_t compute = k.timed ? k.time_ns
                              : sim_g.launch_ns + sim_ns_for_bytes(k.kc.bytes, sim_g.dev_gbps);
-  uint64_t work = compute + sim_ns_for_bytes(k.kc.link_bytes, sim_g.link_gbps);
+  uint64_t link = sim_ns_for_bytes(k.kc.link_bytes, sim_g.link_gbps);
+  uint64_t work = compute + link;
   uint64_t start = ready > d->compute_free ? ready : d->compute_free;
+  /* What the kernel reads or writes in host memory crosses the same link
+   * as the copy engines' transfers: it waits for the H2D engine and holds
+   * it while it does (a zero-copy access does not get a second link). */
+  if (link && d->h2d_free > start) start = d->h2d_free;
+  if (link) d->h2d_free = start + link;
   uint64_t end = d->compute_free = start + work + k.kc.stall_ns;
   d->st.launches++;
   d->st.kernel_ns += work;

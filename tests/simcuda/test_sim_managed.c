@@ -435,6 +435,31 @@ START_TEST(prefetch_eviction_uses_the_down_engine) {
 }
 END_TEST
 
+/* A kernel's reads of host memory cross the link the copy engines use: a
+ * prefetch and a kernel reading 8 MiB over the link from two streams at
+ * once take two transfer times, whichever runs first (before, the kernel's
+ * link time ran beside the H2D engine, a second link a GPU does not have). */
+START_TEST(host_reads_share_the_link) {
+  sim_test_setup("64M");
+  CUdeviceptr p = managed_host_written(8 * MiB, 3), q = managed_host_written(8 * MiB, 4);
+  CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+  CUmemLocation dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+  ck_cu(cuMemAdvise(p, 8 * MiB, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host));
+  CUstream s1, s2;
+  ck_cu(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+  ck_cu(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  simcuda_reset_stats();
+  unsigned long long bad = 1;
+  ck_cu(cuMemPrefetchAsync(q, 8 * MiB, dev0, 0, s1));
+  ck_cu(kit_check(p, 2 * MiB, 3, s2, &bad));
+  ck_cu(cuCtxSynchronize());
+  ck_assert_uint_eq(bad, 0);
+  simcuda_stats_t st = sim_test_stats(0);
+  ck_assert_uint_eq(st.bytes_prefetch_htod, 8 * MiB);
+  ck_assert_uint_ge(st.total_ns, 2 * ns(8 * MiB, 25));
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("sim_managed");
   TCase *tc = tcase_create("managed");
@@ -449,6 +474,7 @@ int main(void) {
   tcase_add_test(tc, discarded_copy_is_illegal);
   tcase_add_test(tc, read_mostly_duplicates);
   tcase_add_test(tc, preferred_host_reads_over_the_link);
+  tcase_add_test(tc, host_reads_share_the_link);
   tcase_add_test(tc, accessed_by_skips_fault_overhead);
   tcase_add_test(tc, managed_errors);
   tcase_add_test(tc, batch_calls_refuse_legacy_stream);

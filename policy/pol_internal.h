@@ -83,9 +83,9 @@ struct pol {
   uint64_t host_used;   /* chunks on the host tier */
   uint64_t native_bytes;
   uint64_t native_peak; /* the most native_bytes has been: the room native memory takes */
-  uint64_t seq;       /* launches seen */
-  uint64_t last_full; /* launch of the last full plan */
-  uint64_t changes;   /* allocations and frees seen (a new one forces a full plan) */
+  uint64_t seq;         /* launches seen */
+  uint64_t last_full;   /* launch of the last full plan */
+  uint64_t changes;     /* allocations and frees seen (a new one forces a full plan) */
   uint64_t planned_changes;
   int last_full_moved; /* the last full plan had actions */
   int noreserve;       /* the window ranks up to this many capacities of chunks */

@@ -19,7 +19,7 @@
 
 #define EX_PLAN_CAP 128
 #define EX_BATCH 64
-#define EX_RING 256 /* events marking the end of recent AHEAD prefetches */
+#define EX_RING 256  /* events marking the end of recent AHEAD prefetches */
 #define EX_LRING 256 /* events marking the end of recent planned launches */
 #define EX_STARTS 64 /* pointer offsets remembered per allocation (extents) */
 
@@ -31,8 +31,8 @@ typedef struct ex_alloc {
   uint32_t nstarts;
   uint64_t starts[EX_STARTS]; /* sorted: offsets launches have passed pointers to */
   uint64_t seen[EX_STARTS];   /* the launch count when each was last passed */
-  uint64_t uses, ups; /* chunk references by launches; chunks prefetched (pinning) */
-  int pinned;         /* served from host memory over the link from now on */
+  uint64_t uses, ups;         /* chunk references by launches; chunks prefetched (pinning) */
+  int pinned;                 /* served from host memory over the link from now on */
   UT_hash_handle hh;
   uint32_t *last_use; /* per chunk: the planned launch (ex_dev_t.lseq) that last
                        * reached it; 0 = none (points past ahead[]) */
@@ -60,11 +60,11 @@ typedef struct ex_dev {
   pthread_mutex_t lock;
   uint64_t launches; /* exec_extent calls: the age of remembered starts */
   pol_t *pol;
-  int failed;   /* pol_create failed: no plans on this device */
+  int failed;                      /* pol_create failed: no plans on this device */
   uint32_t down_issued, up_waited; /* atomic: eviction runs sent down; the last
                                     * one `up` was ordered after */
-  uint32_t seq;  /* AHEAD batches planned */
-  uint32_t lseq; /* launches planned */
+  uint32_t seq;                    /* AHEAD batches planned */
+  uint32_t lseq;                   /* launches planned */
   ex_alloc_t *by_id;
   ex_side_t *side; /* atomic; created on first use */
 } ex_dev_t;
@@ -222,8 +222,8 @@ static uint64_t start_next(const ex_alloc_t *e, uint64_t off) {
   return e->size;
 }
 
-void exec_extent(int dev, uint64_t id, uint64_t size, const uint64_t *offs, int n,
-                 uint32_t *first, uint32_t *count) {
+void exec_extent(int dev, uint64_t id, uint64_t size, const uint64_t *offs, int n, uint32_t *first,
+                 uint32_t *count) {
   uint64_t lo = size, hi = 0;
   for (int k = 0; k < n; k++)
     if (offs[k] < lo) lo = offs[k];
@@ -556,7 +556,6 @@ static void side_wait(ex_dev_t *d, uint32_t seq, CUstream s) {
   uint32_t have = x ? __atomic_load_n(&x->seq[slot], __ATOMIC_ACQUIRE) : 0;
   if (have && !seq_after(seq, have)) VX_CALL(cuStreamWaitEvent, s, x->ev[slot], 0);
 }
-
 
 /* The launch's stream s (not capturing: the caller checked) gets two
  * event waits at most: for the required prefetches on `now`, and (in

@@ -42,8 +42,8 @@ void exec_free(const vx_alloc_info_t *a);
  * rest of its segment.  A range cut short by a stale start only costs a
  * fault (managed memory); the NVMe tier takes whole allocations.  Learns
  * the offsets as starts; takes the device's policy lock. */
-void exec_extent(int dev, uint64_t id, uint64_t size, const uint64_t *offs, int n,
-                 uint32_t *first, uint32_t *count);
+void exec_extent(int dev, uint64_t id, uint64_t size, const uint64_t *offs, int n, uint32_t *first,
+                 uint32_t *count);
 
 /* A launch on device `dev` reaching ranges[0..n) of vx-tracked non-native
  * allocations is about to be enqueued on `stream` (already resolved: the

@@ -115,8 +115,8 @@ static int split_policies(const char *list, char names[MAX_POL][16]) {
   int n = 0;
   char *save = NULL;
   for (char *p = strtok_r(tmp, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-    int live = !strcmp(p, "demand") || !strcmp(p, "static") || !strcmp(p, "predict") ||
-               !strcmp(p, "um");
+    int live =
+        !strcmp(p, "demand") || !strcmp(p, "static") || !strcmp(p, "predict") || !strcmp(p, "um");
     if (!live || n == MAX_POL) {
       fprintf(stderr,
               rp_policy_known(p)

@@ -339,7 +339,11 @@ static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uin
       while (!(seq = ++d->seq)) { /* 0 means none */
       }
     if (a->op == POL_OP_PREFETCH) mark(e, a->index, a->count, a->when == POL_AHEAD ? seq : 0);
-    if (a->op == POL_OP_EVICT) mark(e, a->index, a->count, 0);
+    if (a->op == POL_OP_EVICT) { /* the AHEAD batch still bringing a victim up, if any */
+      for (uint32_t c = a->index; c < a->index + a->count && c < e->nchunks; c++)
+        if (e->ahead[c] && (!seq || seq_after(e->ahead[c], seq))) seq = e->ahead[c];
+      mark(e, a->index, a->count, 0);
+    }
     o->seq = seq;
   }
   drop_room(ops, n);
@@ -591,6 +595,17 @@ static void run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s, uint
   for (int i = 0; i < n; i++)
     evicts |= ops[i].op == POL_OP_EVICT && !ops[i].dropped;
   ex_side_t *x = side_get(d);
+  /* A victim an earlier AHEAD prefetch is still bringing up must arrive
+   * before it leaves: an eviction that ran first would be undone by the
+   * prefetch, the chunk left on the device while the policy counts it
+   * gone (the budget overshot under load).  `up` is in order: waiting for
+   * the latest such batch covers the earlier ones. */
+  uint32_t up_seq = 0;
+  for (int i = 0; i < n; i++)
+    if (ops[i].op == POL_OP_EVICT && !ops[i].dropped && ops[i].seq &&
+        (!up_seq || seq_after(ops[i].seq, up_seq)))
+      up_seq = ops[i].seq;
+  if (x && up_seq) side_wait(d, up_seq, x->down);
   if (!x || (evicts && down_after(x, last, s))) {
     mark_failed(ops, n);
     return;

@@ -142,6 +142,16 @@ static int classify(CUdeviceptr p) {
   return dev;
 }
 
+CUresult sim_set_enqueue(sim_stream *s, CUdeviceptr dst, uint32_t v, int el, size_t n) {
+  sim_op *op = sim_op_new(OP_SET);
+  if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
+  op->u.set.dst = dst;
+  op->u.set.val = v;
+  op->u.set.elsize = el;
+  op->u.set.n = n;
+  return sim_enqueue(s, op);
+}
+
 CUresult sim_copy_enqueue(sim_stream *s, int dir, CUdeviceptr dst, CUdeviceptr src, void *hdst,
                           const void *hsrc, size_t n) {
   sim_op *op = sim_op_new(OP_COPY);
@@ -255,13 +265,7 @@ static CUresult set(CUdeviceptr dst, uint32_t v, int el, size_t n, CUstream h, i
   if (dst % (CUdeviceptr)el) return CUDA_ERROR_INVALID_VALUE;
   r = check_dev(dst, n * (size_t)el);
   if (r != CUDA_SUCCESS) return r;
-  sim_op *op = sim_op_new(OP_SET);
-  if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
-  op->u.set.dst = dst;
-  op->u.set.val = v;
-  op->u.set.elsize = el;
-  op->u.set.n = n;
-  r = sim_enqueue(s, op);
+  r = sim_set_enqueue(s, dst, v, el, n);
   if (r != CUDA_SUCCESS || !sync) return r;
   return sim_stream_sync(s);
 }

@@ -40,16 +40,6 @@ static CUresult enq_copy(sim_stream *s, CUdeviceptr dst, CUdeviceptr src, void *
   return sim_copy_enqueue(s, dir, dst, src, hdst, hsrc, n);
 }
 
-static CUresult enq_set(sim_stream *s, CUdeviceptr dst, uint32_t v, int el, size_t n) {
-  sim_op *op = sim_op_new(OP_SET);
-  if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
-  op->u.set.dst = dst;
-  op->u.set.val = v;
-  op->u.set.elsize = el;
-  op->u.set.n = n;
-  return sim_enqueue(s, op);
-}
-
 /* Batch calls: "Must not be legacy NULL stream" (cuda.h).  In a _ptsz
  * variant NULL is the per-thread stream, which is allowed. */
 static CUresult batch_stream(CUstream h, int ptds, sim_stream **s) {
@@ -297,7 +287,7 @@ static CUresult set_2d(CUdeviceptr d, size_t pitch, uint32_t v, int el, size_t w
   sim_stream *s;
   CUresult r = sim_stream_resolve(sync ? NULL : hs, ptds, &s);
   for (size_t y = 0; r == CUDA_SUCCESS && y < h; y++)
-    r = enq_set(s, d + y * pitch, v, el, w);
+    r = sim_set_enqueue(s, d + y * pitch, v, el, w);
   return r == CUDA_SUCCESS && sync ? sim_stream_sync(s) : r;
 }
 

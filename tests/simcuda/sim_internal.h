@@ -284,6 +284,8 @@ sim_stream *sim_stream_new(sim_ctx *c, unsigned flags, int kind, int prio);
 void sim_stream_destroy(sim_stream *s);
 /* Takes ownership of op; records it when the stream is capturing. */
 CUresult sim_enqueue(sim_stream *s, sim_op *op);
+/* Enqueues one set of n elements of el bytes to v at dst on s.  sim_copy.c. */
+CUresult sim_set_enqueue(sim_stream *s, CUdeviceptr dst, uint32_t v, int el, size_t n);
 /* Enqueues one copy of n bytes on s (dir: a CP_* direction; device
  * addresses, or host pointers where hdst/hsrc are set).  sim_copy.c. */
 CUresult sim_copy_enqueue(sim_stream *s, int dir, CUdeviceptr dst, CUdeviceptr src, void *hdst,

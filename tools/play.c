@@ -46,34 +46,6 @@ static int bad(const char *msg, const char *arg) {
   return 2;
 }
 
-static int parse_size(const char *s, uint64_t *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  double mul = 1;
-  switch (*end) {
-  case 'K':
-  case 'k':
-    mul = 1024.0, end++;
-    break;
-  case 'M':
-  case 'm':
-    mul = 1048576.0, end++;
-    break;
-  case 'G':
-  case 'g':
-    mul = 1073741824.0, end++;
-    break;
-  case 'T':
-  case 't':
-    mul = 1099511627776.0, end++;
-    break;
-  }
-  if (end == s || *end || errno || !(v > 0) || v * mul < 1 || v * mul > 1e18) return -EINVAL;
-  *out = (uint64_t)(v * mul);
-  return 0;
-}
-
 /* 0, 1 (help), or 2 (a usage error, said). */
 static int parse_args(int argc, char **argv, struct popts *o) {
   for (int i = 1; i < argc; i++) {
@@ -85,7 +57,7 @@ static int parse_args(int argc, char **argv, struct popts *o) {
     }
     if (a[0] == '-' && a[1] == '-' && !v) return bad(a, "needs a value");
     if (!strcmp(a, "--capacity")) {
-      if (parse_size(v, &o->capacity) < 0)
+      if (rp_parse_size(v, &o->capacity) < 0)
         return fprintf(stderr, "vx play: bad value '%s' for --capacity (a size: 512M, 8G)\n", v), 2;
     } else if (!strcmp(a, "--policy")) {
       o->policies = v;
@@ -134,33 +106,10 @@ static int split_policies(const char *list, char names[MAX_POL][16]) {
 
 // ---- the trace: read once here to check it and learn its capacity ----
 
-static int read_all(const char *path, void **buf, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return -errno;
-  size_t cap = 1 << 20, n = 0;
-  char *b = malloc(cap);
-  while (b) {
-    n += fread(b + n, 1, cap - n, f);
-    if (n < cap) break;
-    char *nb = realloc(b, cap *= 2);
-    if (!nb) free(b);
-    b = nb;
-  }
-  int err = ferror(f);
-  fclose(f);
-  if (!b || err) {
-    free(b);
-    return b ? -EIO : -ENOMEM;
-  }
-  *buf = b;
-  *len = n;
-  return 0;
-}
-
 int vx_play_load(const char *path, rp_trace_t *t, char *err, size_t errlen) {
   void *buf = NULL;
   size_t len = 0;
-  int r = read_all(path, &buf, &len);
+  int r = rp_read_file(path, &buf, &len);
   if (r < 0) {
     snprintf(err, errlen, "%s: %s", path, strerror(-r));
     return r;

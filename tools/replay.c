@@ -37,37 +37,6 @@ static int usage(FILE *f) {
   return f == stdout ? 0 : 2;
 }
 
-static int parse_size(const char *s, uint64_t *out) {
-  char *end;
-  double v = strtod(s, &end);
-  double mul = 1;
-  switch (*end) {
-  case 'K':
-  case 'k':
-    mul = 1024.0;
-    end++;
-    break;
-  case 'M':
-  case 'm':
-    mul = 1024.0 * 1024;
-    end++;
-    break;
-  case 'G':
-  case 'g':
-    mul = 1024.0 * 1024 * 1024;
-    end++;
-    break;
-  case 'T':
-  case 't':
-    mul = 1024.0 * 1024 * 1024 * 1024;
-    end++;
-    break;
-  }
-  if (end == s || *end || v <= 0) return -EINVAL;
-  *out = (uint64_t)(v * mul);
-  return 0;
-}
-
 static int parse_pos(const char *s, double *out) {
   char *end;
   *out = strtod(s, &end);
@@ -92,12 +61,12 @@ static int parse_args(int argc, char **argv, struct opts *o) {
     } else if (!strcmp(a, "--policy")) {
       o->policies = v;
     } else if (!strcmp(a, "--capacity")) {
-      r = parse_size(v, &o->capacity);
+      r = rp_parse_size(v, &o->capacity);
     } else if (!strcmp(a, "--place")) {
       o->live_place = !strcmp(v, "live");
       r = o->live_place || !strcmp(v, "movable") ? 0 : -EINVAL;
     } else if (!strcmp(a, "--chunk")) {
-      r = parse_size(v, &o->chunk);
+      r = rp_parse_size(v, &o->chunk);
       r = r ? r : (o->chunk & (o->chunk - 1)) || o->chunk < (64u << 10) ? -EINVAL : 0;
     } else if (!strcmp(a, "--link-gbps")) {
       r = parse_pos(v, &o->link_gbps);
@@ -124,29 +93,6 @@ static int parse_args(int argc, char **argv, struct opts *o) {
   return 0;
 }
 
-static int read_file(const char *path, void **buf, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return -errno;
-  size_t cap = 1 << 20, n = 0;
-  char *b = malloc(cap);
-  while (b) {
-    n += fread(b + n, 1, cap - n, f);
-    if (n < cap) break;
-    char *nb = realloc(b, cap *= 2);
-    if (!nb) free(b);
-    b = nb;
-  }
-  int err = ferror(f);
-  fclose(f);
-  if (!b || err) {
-    free(b);
-    return b ? -EIO : -ENOMEM;
-  }
-  *buf = b;
-  *len = n;
-  return 0;
-}
-
 static int save(const char *path, const void *buf, size_t len) {
   FILE *f = fopen(path, "wb");
   if (!f) return -errno;
@@ -160,7 +106,7 @@ static int load(const struct opts *o, rp_trace_t *t) {
   size_t len = 0;
   char err[256] = "";
   int r = o->synth ? synth_generate(o->synth, &buf, &len, err, sizeof err)
-                   : read_file(o->trace, &buf, &len);
+                   : rp_read_file(o->trace, &buf, &len);
   if (r < 0) {
     if (err[0])
       fprintf(stderr, "vx replay: %s\n", err);

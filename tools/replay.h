@@ -45,6 +45,11 @@ typedef struct rp_trace {
 int rp_trace_load(rp_trace_t *t, const void *buf, size_t len, uint64_t chunk, char *err,
                   size_t errlen);
 void rp_trace_free(rp_trace_t *t);
+/* Reads a whole file into a malloc'd buffer: 0, -errno, -EIO or -ENOMEM. */
+int rp_read_file(const char *path, void **buf, size_t *len);
+/* A size option: bytes with an optional K/M/G/T suffix (binary), at least 1
+ * byte and at most 1e18: 0 and *out, or -EINVAL. */
+int rp_parse_size(const char *s, uint64_t *out);
 
 typedef struct rp_model {
   uint64_t capacity;    /* device bytes for the program's data */

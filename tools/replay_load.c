@@ -164,3 +164,56 @@ void rp_trace_free(rp_trace_t *t) {
   free(t->launch_ev);
   memset(t, 0, sizeof *t);
 }
+
+// ---- shared by vx replay and vx play ----
+
+int rp_read_file(const char *path, void **buf, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -errno;
+  size_t cap = 1 << 20, n = 0;
+  char *b = malloc(cap);
+  while (b) {
+    n += fread(b + n, 1, cap - n, f);
+    if (n < cap) break;
+    char *nb = realloc(b, cap *= 2);
+    if (!nb) free(b);
+    b = nb;
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (!b || err) {
+    free(b);
+    return b ? -EIO : -ENOMEM;
+  }
+  *buf = b;
+  *len = n;
+  return 0;
+}
+
+int rp_parse_size(const char *s, uint64_t *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  double mul = 1;
+  switch (*end) {
+  case 'K':
+  case 'k':
+    mul = 1024.0, end++;
+    break;
+  case 'M':
+  case 'm':
+    mul = 1048576.0, end++;
+    break;
+  case 'G':
+  case 'g':
+    mul = 1073741824.0, end++;
+    break;
+  case 'T':
+  case 't':
+    mul = 1099511627776.0, end++;
+    break;
+  }
+  if (end == s || *end || errno || !(v > 0) || v * mul < 1 || v * mul > 1e18) return -EINVAL;
+  *out = (uint64_t)(v * mul);
+  return 0;
+}

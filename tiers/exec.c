@@ -503,14 +503,6 @@ static int order_after(CUstream after, const CUstream *to, int n) {
   return r == CUDA_SUCCESS ? 0 : -1;
 }
 
-/* The side streams, all made to wait for the work before the launch. */
-static ex_side_t *side_after(ex_dev_t *d, CUstream after) {
-  ex_side_t *x = side_get(d);
-  if (!x) return NULL;
-  CUstream all[3] = {x->down, x->up, x->now};
-  return order_after(after, all, 3) ? NULL : x;
-}
-
 /* Marks the end of AHEAD batch `seq` on the side stream. */
 static void side_mark(ex_side_t *x, uint32_t seq) {
   unsigned slot = seq % EX_RING;
@@ -589,11 +581,11 @@ static int down_after(ex_side_t *x, uint32_t last, CUstream s) {
 }
 
 static void run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s, uint32_t last) {
-  int req = 0, evicts = 0;
+  int req = 0, evicts = 0, req_evicts = 0;
   while (req < n && ops[req].when == POL_REQUIRED)
     req++;
   for (int i = 0; i < n; i++)
-    evicts |= ops[i].op == POL_OP_EVICT && !ops[i].dropped;
+    if (ops[i].op == POL_OP_EVICT && !ops[i].dropped) evicts = 1, req_evicts |= i < req;
   ex_side_t *x = side_get(d);
   /* A victim an earlier AHEAD prefetch is still bringing up must arrive
    * before it leaves: an eviction that ran first would be undone by the
@@ -612,7 +604,8 @@ static void run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s, uint
   }
   if (req) {
     issue_only(ops, req, dev, x->down, 1);
-    __atomic_add_fetch(&d->down_issued, 1, __ATOMIC_RELAXED); /* `up` orders after them too */
+    if (req_evicts) /* `up` orders after them too */
+      __atomic_add_fetch(&d->down_issued, 1, __ATOMIC_RELAXED);
     if (order_after(x->down, &x->now, 1)) {
       mark_failed(ops, n);
       return;
@@ -653,14 +646,20 @@ static int pin_due(const ex_alloc_t *e) {
   return !e->pinned && e->ups >= 2ull * e->nchunks && 2 * e->uses < 3 * e->ups;
 }
 
-/* Counts the launch's references; returns the allocations to pin now. */
-static int count_refs_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, ex_pin_t *pin) {
+/* Counts the launch's references and stamps its chunks with its number
+ * `seq` (exec_launched marks its end); returns the allocations to pin now.
+ * A plan never evicts the launch's own chunks, so stamping before its
+ * victims are read (victims_last_use_locked) changes none of them. */
+static int count_refs_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, uint32_t seq,
+                             ex_pin_t *pin) {
   int np = 0;
   for (uint32_t k = 0; k < n; k++) {
     ex_alloc_t *e;
     HASH_FIND(hh, d->by_id, &r[k].alloc_id, sizeof r[k].alloc_id, e);
     if (!e) continue;
     e->uses += r[k].count;
+    for (uint32_t c = r[k].first; c < r[k].first + r[k].count && c < e->nchunks; c++)
+      e->last_use[c] = seq;
     if (np < EX_PIN_MAX && pin_due(e)) {
       e->pinned = 1;
       pin[np++] = (ex_pin_t){.id = e->id, .base = e->base, .size = e->size, .nchunks = e->nchunks};
@@ -672,7 +671,8 @@ static int count_refs_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, ex_p
 static void pin_to_host(ex_dev_t *d, int dev, const ex_pin_t *pin, int np, CUstream s) {
   CUmemLocation gpu = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
   CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
-  ex_side_t *x = side_after(d, s);
+  ex_side_t *x = side_get(d);
+  if (x && order_after(s, &x->down, 1)) x = NULL; /* what leaves waits for the work before */
   for (int i = 0; i < np; i++) {
     CUresult r = move_advise(pin[i].base, pin[i].size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host);
     if (r == CUDA_SUCCESS)
@@ -681,7 +681,7 @@ static void pin_to_host(ex_dev_t *d, int dev, const ex_pin_t *pin, int np, CUstr
       VX_LOG_ONCE(VX_LOG_INFO, "cuMemAdvise failed (%d): an allocation stays movable", (int)r);
       continue;
     }
-    if (x) { /* what is on the device goes down once, after the work before */
+    if (x) { /* what is on the device goes down once */
       CUdeviceptr p = pin[i].base;
       size_t sz = pin[i].size;
       uint8_t failed = 0;
@@ -717,15 +717,6 @@ static uint32_t victims_last_use_locked(ex_dev_t *d, const ex_op_t *ops, int n) 
   return last;
 }
 
-static void note_use_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, uint32_t seq) {
-  for (uint32_t k = 0; k < n; k++) {
-    ex_alloc_t *e;
-    HASH_FIND(hh, d->by_id, &r[k].alloc_id, sizeof r[k].alloc_id, e);
-    for (uint32_t c = r[k].first; e && c < r[k].first + r[k].count && c < e->nchunks; c++)
-      e->last_use[c] = seq;
-  }
-}
-
 static void count_use(int dev, uint64_t hits, uint64_t missed) {
   if (hits) {
     ctr_add(dev, VX_CTR_prefetch_hits, hits);
@@ -757,12 +748,11 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
   pthread_mutex_lock(&d->lock);
   if (d->pol && pol_launch(d->pol, &l, &plan) >= 0) {
     hits = take_hits_locked(d, ranges, n, &wait);
-    npin = count_refs_locked(d, ranges, n, pin); /* first: their prefetches are dropped */
-    nops = translate_locked(d, &plan, ops, &missed);
-    last = victims_last_use_locked(d, ops, nops);
     while (!(me = ++d->lseq)) { /* 0 means none */
     }
-    note_use_locked(d, ranges, n, me);
+    npin = count_refs_locked(d, ranges, n, me, pin); /* first: their prefetches are dropped */
+    nops = translate_locked(d, &plan, ops, &missed);
+    last = victims_last_use_locked(d, ops, nops);
   }
   pthread_mutex_unlock(&d->lock);
   if (me) ex_pending = (ex_pend_t){.d = d, .seq = me, .stream = stream};

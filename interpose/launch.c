@@ -154,9 +154,16 @@ CUresult vx_launch_predict(const vx_launch_t *l) {
 }
 
 /* After the real launch: a planned launch marks its end for the evictions
- * of later plans (exec_launched; one TLS load when nothing was planned). */
+ * of later plans (exec_launched; one TLS load when nothing was planned),
+ * and the spill tier's pins on what it reaches lapse: the work is enqueued,
+ * so a later spill's snapshot orders after it.  Until then a hot
+ * allocation stayed pinned for the thread's next calls and the host limit
+ * could not be enforced on it. */
 static inline CUresult launched(int on, CUresult r) {
-  if (on) exec_launched(r);
+  if (on) {
+    exec_launched(r);
+    if (spill_armed()) spill_op_done();
+  }
   return r;
 }
 

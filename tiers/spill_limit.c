@@ -70,5 +70,18 @@ int spill_enforce_locked(void) {
   }
   free(v);
   spill_publish_locked();
+  held = host_held_locked();
+  if (!rc && take == n && held > spill_g.host_limit)
+    /* Every chunk left is pinned by operations not yet enqueued: one
+     * operation reaches more managed memory than the limit and the
+     * devices' room together.  vx cannot know which bytes a kernel reads,
+     * so it keeps them all; the limit holds again once the operation is
+     * enqueued and its chunks are cold enough to be chosen. */
+    VX_LOG_ONCE(VX_LOG_WARN,
+                "VX_HOST_LIMIT cannot hold while one operation runs: it reaches %llu MiB of "
+                "managed memory that must stay in host RAM (over the limit of %llu MiB); "
+                "allocations reached by one launch are restored whole",
+                (unsigned long long)((held + ((1u << 20) - 1)) >> 20),
+                (unsigned long long)(spill_g.host_limit >> 20));
   return rc;
 }

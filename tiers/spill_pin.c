@@ -59,6 +59,10 @@ void spill_op_done(void) {
   if (!spill_armed()) return;
   spill_pinset_t *ps = spill_pinset();
   if (!ps) return;
+  int any = 0; /* the owner alone writes n[]: no lock to read it */
+  for (int c = 0; c < SPILL_PIN_CALLS; c++)
+    any |= ps->n[c];
+  if (!any) return;
   pthread_mutex_lock(&spill_g.mu);
   spill_unpin_all_locked(ps);
   pthread_mutex_unlock(&spill_g.mu);

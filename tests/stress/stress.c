@@ -1,6 +1,12 @@
 /* stress.c: a driver-API stress program: threads and streams allocating, filling, copying,
  * launching and freeing at random sizes, every write verified by a read-back; the seed is printed
- * first to replay a failure. */
+ * first to replay a failure.
+ *
+ * The patterns the NVMe tier cannot see by looking at one launch (issue #13) are opt-in:
+ * --contexts N spreads the threads over N contexts (the primary context of each device, then
+ * more contexts made with cuCtxCreate), --graphs adds captured graphs of memset and copy nodes,
+ * and --segment-mib M gives each thread one segment of M MiB that kernels reach tensor by
+ * tensor, as a caching allocator's segments are (hotter than any host limit). */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,14 +27,20 @@
 static struct {
   long ops;
   int threads, streams, live, max_kib, managed_pct, no_oom;
+  int contexts, graphs, segment_mib;
   uint64_t seed;
   const char *lookup;
-} cfg = {2000, 4, 2, 12, 2048, 10, 0, 0, "linked"};
+} cfg = {2000, 4, 2, 12, 2048, 10, 0, 1, 0, 0, 0, "linked"};
 
 static atomic_long n_ops, n_allocs, n_frees, n_launches, n_copies, n_memsets, n_oom, n_verify;
+static atomic_long n_graphs, n_segment_ops;
 static atomic_ullong n_bytes_verified;
 
-static CUcontext ctx;
+#define MAX_CONTEXTS 16
+static CUcontext ctxs[MAX_CONTEXTS];
+static int ctx_made[MAX_CONTEXTS]; /* made with cuCtxCreate: destroyed at the end */
+
+#define SEG_TENSOR_WORDS (256 * 1024) /* 1 MiB tensors in a segment */
 
 // ---- per-thread state ----
 
@@ -51,7 +63,10 @@ typedef struct worker {
   buf_t *bufs;
   int nbufs;
   uint32_t *host; /* pinned staging, max size */
-  char why[256];  /* the first failure */
+  CUdeviceptr seg; /* --segment-mib: the thread's segment, 0 = none */
+  int ntensors;
+  uint32_t *tseed; /* content of each tensor: kit_hash(tseed[t], i) */
+  char why[256];   /* the first failure */
 } worker_t;
 
 static uint64_t rnd(worker_t *w) { /* splitmix64 */
@@ -231,8 +246,90 @@ static int clone_buf(worker_t *w, int i) {
   return verify(w, &w->bufs[w->nbufs - 1]);
 }
 
+// ---- graphs of memset and copy nodes ----
+
+/* Captured in thread-local mode (other threads go on working), launched,
+ * checked: a memset node then a DtoH copy node of the same buffer, or an
+ * HtoD copy node of a fresh pattern.  The buffer may be in the NVMe swap
+ * at cuGraphLaunch: the nodes must find it whole. */
+static int graph_op(worker_t *w, buf_t *b) {
+  CUstream s = any_stream(w);
+  CUgraph g;
+  CUgraphExec e;
+  int memset_node = rnd(w) & 1;
+  uint32_t c = (uint32_t)rnd(w), seed = (uint32_t)rnd(w);
+  if (!memset_node)
+    for (uint64_t i = 0; i < b->words; i++)
+      w->host[i] = kit_hash(seed, i);
+  CK(w, CU(cuStreamBeginCapture_v2)(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  CUresult rc = memset_node ? CU(cuMemsetD32Async)(b->p, c, b->words, s)
+                            : CU(cuMemcpyHtoDAsync_v2)(b->p, w->host, b->words * 4, s);
+  if (rc == CUDA_SUCCESS && memset_node)
+    rc = CU(cuMemcpyDtoHAsync_v2)(w->host, b->p, b->words * 4, s);
+  CUresult end = CU(cuStreamEndCapture)(s, &g);
+  if (rc != CUDA_SUCCESS) return fail(w, "enqueue during capture", rc);
+  if (end != CUDA_SUCCESS) return fail(w, "cuStreamEndCapture", end);
+  CK(w, CU(cuGraphInstantiateWithFlags)(&e, g, 0));
+  CK(w, CU(cuGraphDestroy)(g));
+  if (memset_node) memset(w->host, 0, b->words * 4);
+  CK(w, CU(cuGraphLaunch)(e, s));
+  CK(w, CU(cuStreamSynchronize)(s));
+  CK(w, CU(cuGraphExecDestroy)(e));
+  atomic_fetch_add(&n_graphs, 1);
+  if (!memset_node) {
+    b->seed = seed, b->shift = 0;
+    return verify(w, b);
+  }
+  for (uint64_t i = 0; i < b->words; i++)
+    if (w->host[i] != c) return fail(w, "graph memset/copy content differs", CUDA_SUCCESS);
+  atomic_fetch_add(&n_bytes_verified, b->words * 4);
+  return fill(w, b);
+}
+
+// ---- a hot segment ----
+
+static int segment_setup(worker_t *w) {
+  w->ntensors = cfg.segment_mib;
+  w->tseed = calloc((size_t)w->ntensors, sizeof *w->tseed);
+  if (!w->tseed) return fail(w, "out of host memory", CUDA_SUCCESS);
+  CK(w, CU(cuMemAlloc_v2)(&w->seg, (size_t)w->ntensors * SEG_TENSOR_WORDS * 4));
+  for (int t = 0; t < w->ntensors; t++) {
+    w->tseed[t] = (uint32_t)rnd(w);
+    CK(w, kit_fill(w->seg + (size_t)t * SEG_TENSOR_WORDS * 4, SEG_TENSOR_WORDS, w->tseed[t],
+                   NULL));
+  }
+  return 0;
+}
+
+/* One tensor checked by a kernel (the launch reaches the segment through
+ * an interior pointer), then written anew, sometimes read back by a copy. */
+static int segment_op(worker_t *w) {
+  int t = (int)(rnd(w) % (uint64_t)w->ntensors);
+  CUdeviceptr p = w->seg + (size_t)t * SEG_TENSOR_WORDS * 4;
+  CUstream s = any_stream(w);
+  unsigned long long bad = 1;
+  CK(w, kit_check(p, SEG_TENSOR_WORDS, w->tseed[t], s, &bad));
+  if (bad) return fail(w, "segment tensor: check_u32 found mismatching words", CUDA_SUCCESS);
+  w->tseed[t] = (uint32_t)rnd(w);
+  CK(w, kit_fill(p, SEG_TENSOR_WORDS, w->tseed[t], s));
+  atomic_fetch_add(&n_launches, 2);
+  atomic_fetch_add(&n_segment_ops, 1);
+  atomic_fetch_add(&n_bytes_verified, SEG_TENSOR_WORDS * 4);
+  if (rnd(w) % 4) return 0;
+  CK(w, CU(cuStreamSynchronize)(s));
+  size_t words = SEG_TENSOR_WORDS < (size_t)cfg.max_kib * 256 ? SEG_TENSOR_WORDS
+                                                               : (size_t)cfg.max_kib * 256;
+  CK(w, CU(cuMemcpyDtoH_v2)(w->host, p, words * 4));
+  if (kit_verify_host(w->host, words, w->tseed[t], 0))
+    return fail(w, "segment tensor: copy found mismatching words", CUDA_SUCCESS);
+  return 0;
+}
+
 static int one_op(worker_t *w) {
   uint64_t r = rnd(w) % 100;
+  if (w->seg && r < 10) return segment_op(w);
+  if (cfg.graphs && w->nbufs && r >= 10 && r < 15)
+    return graph_op(w, &w->bufs[rnd(w) % (uint64_t)w->nbufs]);
   if (w->nbufs == 0 || r < 25) return alloc_buf(w);
   int i = (int)(rnd(w) % (uint64_t)w->nbufs);
   if (r < 45) return verify(w, &w->bufs[i]); /* idle data may have moved tiers */
@@ -246,19 +343,27 @@ static int one_op(worker_t *w) {
 // ---- threads ----
 
 static int worker_setup(worker_t *w) {
-  CK(w, CU(cuCtxSetCurrent)(ctx));
+  CK(w, CU(cuCtxSetCurrent)(ctxs[w->id % cfg.contexts]));
   w->streams = calloc((size_t)cfg.streams, sizeof *w->streams);
   w->bufs = calloc((size_t)cfg.live, sizeof *w->bufs);
   if (!w->streams || !w->bufs) return fail(w, "out of host memory", CUDA_SUCCESS);
   for (int s = 0; s < cfg.streams; s++)
     CK(w, CU(cuStreamCreate)(&w->streams[s], CU_STREAM_NON_BLOCKING));
   CK(w, CU(cuMemAllocHost_v2)((void **)&w->host, (size_t)cfg.max_kib * 1024));
-  return 0;
+  return cfg.segment_mib ? segment_setup(w) : 0;
 }
 
 static int worker_teardown(worker_t *w) {
   while (w->nbufs)
     if (free_buf(w, w->nbufs - 1)) return -1;
+  for (int t = 0; w->seg && t < w->ntensors; t++) { /* the segment's last contents */
+    unsigned long long bad = 1;
+    CK(w, kit_check(w->seg + (size_t)t * SEG_TENSOR_WORDS * 4, SEG_TENSOR_WORDS, w->tseed[t],
+                    NULL, &bad));
+    if (bad) return fail(w, "segment tensor at exit: mismatching words", CUDA_SUCCESS);
+  }
+  if (w->seg) CK(w, CU(cuMemFree_v2)(w->seg));
+  free(w->tseed);
   if (w->host) CK(w, CU(cuMemFreeHost)(w->host));
   for (int s = 0; w->streams && s < cfg.streams; s++)
     if (w->streams[s]) CK(w, CU(cuStreamDestroy_v2)(w->streams[s]));
@@ -295,6 +400,10 @@ static int set_num(const char *a, unsigned long long n) {
     cfg.max_kib = (int)n;
   else if (strcmp(a, "--managed-pct") == 0)
     cfg.managed_pct = (int)n;
+  else if (strcmp(a, "--contexts") == 0)
+    cfg.contexts = (int)n;
+  else if (strcmp(a, "--segment-mib") == 0)
+    cfg.segment_mib = (int)n;
   else
     return -1;
   return 0;
@@ -308,6 +417,10 @@ static int parse_args(int argc, char **argv) {
       cfg.no_oom = 1;
       continue;
     }
+    if (strcmp(a, "--graphs") == 0) {
+      cfg.graphs = 1;
+      continue;
+    }
     if (!v) return -1;
     i++;
     if (strcmp(a, "--lookup") == 0) {
@@ -318,7 +431,8 @@ static int parse_args(int argc, char **argv) {
     if (*end || !*v || set_num(a, n)) return -1;
   }
   if (cfg.threads < 1 || cfg.threads > 256 || cfg.streams < 1 || cfg.live < 1 || cfg.max_kib < 1 ||
-      cfg.max_kib > (1 << 20) || cfg.ops < 0 || cfg.managed_pct > 100)
+      cfg.max_kib > (1 << 20) || cfg.ops < 0 || cfg.managed_pct > 100 || cfg.contexts < 1 ||
+      cfg.contexts > MAX_CONTEXTS || cfg.segment_mib < 0 || cfg.segment_mib > 4096)
     return -1;
   return 0;
 }
@@ -330,8 +444,27 @@ static int setup(void) {
     fprintf(stderr, "stress: cannot bind the driver entry points (--lookup %s)\n", cfg.lookup);
     return -1;
   }
-  if ((r = kit_init(0, &ctx)) || (r = kit_module(&mod))) {
+  /* Several contexts: kernels from a library (CUkernel handles work in
+   * every context), contexts on every device in turn. */
+  int ndev = 1;
+  if ((r = kit_init(0, &ctxs[0])) || (r = CU(cuDeviceGetCount)(&ndev)) ||
+      (r = cfg.contexts > 1 ? kit_library(NULL) : kit_module(&mod))) {
     fprintf(stderr, "stress: setup failed: %s\n", kit_err_name(r));
+    return -1;
+  }
+  for (int k = 1; k < cfg.contexts; k++) {
+    CUdevice d;
+    if ((r = CU(cuDeviceGet)(&d, k % ndev))) break;
+    if (k < ndev) {
+      r = CU(cuDevicePrimaryCtxRetain)(&ctxs[k], d);
+    } else {
+      r = CU(cuCtxCreate_v4)(&ctxs[k], NULL, 0, d);
+      ctx_made[k] = r == CUDA_SUCCESS;
+    }
+    if (r) break;
+  }
+  if (r || (r = CU(cuCtxSetCurrent)(ctxs[0]))) {
+    fprintf(stderr, "stress: cannot make %d contexts: %s\n", cfg.contexts, kit_err_name(r));
     return -1;
   }
   return kit_fn("fill_u32") && kit_fn("check_u32") && kit_fn("add_u32") ? 0 : -1;
@@ -339,18 +472,18 @@ static int setup(void) {
 
 static void print_totals(int failed) {
   printf("stress: %s seed=%" PRIu64 " ops=%ld allocs=%ld frees=%ld launches=%ld copies=%ld "
-         "memsets=%ld verifies=%ld bytes_verified=%llu oom=%ld\n",
+         "memsets=%ld graphs=%ld segment_ops=%ld verifies=%ld bytes_verified=%llu oom=%ld\n",
          failed ? "FAILED" : "ok", cfg.seed, atomic_load(&n_ops), atomic_load(&n_allocs),
          atomic_load(&n_frees), atomic_load(&n_launches), atomic_load(&n_copies),
-         atomic_load(&n_memsets), atomic_load(&n_verify), atomic_load(&n_bytes_verified),
-         atomic_load(&n_oom));
+         atomic_load(&n_memsets), atomic_load(&n_graphs), atomic_load(&n_segment_ops),
+         atomic_load(&n_verify), atomic_load(&n_bytes_verified), atomic_load(&n_oom));
 }
 
 int main(int argc, char **argv) {
   if (parse_args(argc, argv)) {
     fprintf(stderr, "usage: stress [--ops N] [--threads T] [--seed S] [--streams K] [--live L] "
                     "[--max-kib K] [--managed-pct P] [--lookup linked|dlsym|procaddr:V[:ptds]] "
-                    "[--no-oom]\n");
+                    "[--no-oom] [--contexts N] [--graphs] [--segment-mib M]\n");
     return 2;
   }
   if (cfg.seed == 0) {
@@ -358,8 +491,10 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_REALTIME, &ts);
     cfg.seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid();
   }
-  printf("stress: seed=%" PRIu64 " ops=%ld threads=%d streams=%d live=%d max-kib=%d lookup=%s\n",
-         cfg.seed, cfg.ops, cfg.threads, cfg.streams, cfg.live, cfg.max_kib, cfg.lookup);
+  printf("stress: seed=%" PRIu64 " ops=%ld threads=%d streams=%d live=%d max-kib=%d lookup=%s "
+         "contexts=%d graphs=%d segment-mib=%d\n",
+         cfg.seed, cfg.ops, cfg.threads, cfg.streams, cfg.live, cfg.max_kib, cfg.lookup,
+         cfg.contexts, cfg.graphs, cfg.segment_mib);
   fflush(stdout);
   if (setup()) return 1;
   worker_t *w = calloc((size_t)cfg.threads, sizeof *w);
@@ -381,6 +516,8 @@ int main(int argc, char **argv) {
     }
   }
   print_totals(failed);
+  for (int k = 0; k < cfg.contexts; k++)
+    if (ctx_made[k]) CU(cuCtxDestroy_v2)(ctxs[k]);
   free(w);
   free(t);
   return failed;

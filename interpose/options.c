@@ -105,9 +105,13 @@ int vx_parse_size(const char *s, vx_size_t *out) {
     *out = (vx_size_t){.bytes = 0, .pct = v, .set = 1};
     return 0;
   }
+  const char *num_end = p;
   int shift = unit_shift(&p);
   if (*p == 'B' || *p == 'b') p++;
   if (*p) return -EINVAL;
+  /* A bare number other than 0 is refused: "8" meant 8 bytes where the
+   * user meant 8G.  Bytes are written with B (512B). */
+  if (p == num_end && v != 0) return -EINVAL;
   double bytes = ldexp(v, shift);
   if (bytes >= 18446744073709551616.0 || bytes != floor(bytes)) return -EINVAL;
   *out = (vx_size_t){.bytes = (uint64_t)bytes, .pct = 0, .set = 1};
@@ -245,9 +249,9 @@ const char *vx_option_form(int i) {
   case OT_BOOL:
     return "0/1, yes/no, true/false or on/off";
   case OT_SIZE:
-    return "a size such as 512M, 8G, 1.5T or 50% (of physical VRAM)";
+    return "a size with a unit such as 512M, 8G, 1.5T or 50% (of physical VRAM), or 0";
   case OT_SIZES:
-    return "a size such as 8G or 50%, or a comma list of sizes, one per device";
+    return "a size with a unit such as 8G or 50%, or a comma list of sizes, one per device";
   case OT_PERCENT:
     return "a whole percentage from 0 to 100";
   case OT_INT:
@@ -291,11 +295,62 @@ static int opt_parse(const struct opt_row *r, void *field, const char *v) {
   return -EINVAL;
 }
 
+/* SIZE options whose empty value means "no limit": there 0 read as no
+ * limit too, which nobody means; refused, with the way to say either. */
+static int zero_refused(const struct opt_row *r) {
+  static const char *const names[] = {"VX_DEVICE_LIMIT", "VX_HOST_LIMIT", "VX_NVME_LIMIT"};
+  for (size_t k = 0; k < sizeof names / sizeof *names; k++)
+    if (!strcmp(r->info.name, names[k])) return 1;
+  return 0;
+}
+
+/* Nonzero when a SIZE/SIZES value holds a 0. */
+static int holds_zero(const struct opt_row *r, const void *field) {
+  if (r->type == OT_SIZE) {
+    const vx_size_t *v = field;
+    return v->set && !v->bytes && v->pct == 0;
+  }
+  if (r->type != OT_SIZES) return 0;
+  const vx_sizes_t *l = field;
+  for (int k = 0; k < l->n; k++)
+    if (l->v[k].set && !l->v[k].bytes && l->v[k].pct == 0) return 1;
+  return 0;
+}
+
+/* A digits-only value (no unit, no %, no dot). */
+static int bare_number(const char *v) {
+  if (!*v) return 0;
+  for (; *v; v++)
+    if (!isdigit((unsigned char)*v)) return 0;
+  return 1;
+}
+
 int vx_option_set(vx_options_t *o, int i, const char *value, char *err, size_t errlen) {
   if (i < 0 || i >= VX_OPTION_COUNT) return -EINVAL;
   const struct opt_row *r = &opt_table[i];
-  if (opt_parse(r, (char *)o + r->offset, value) == 0) return 0;
-  if (err && errlen)
+  int sized = r->type == OT_SIZE || r->type == OT_SIZES;
+  union {
+    vx_size_t one;
+    vx_sizes_t list;
+  } tmp;
+  void *field = (char *)o + r->offset;
+  /* Parsed aside first: a refused value leaves the option as it was. */
+  if (sized && opt_parse(r, &tmp, value) == 0) {
+    if (!(zero_refused(r) && holds_zero(r, &tmp))) {
+      memcpy(field, &tmp, r->type == OT_SIZE ? sizeof tmp.one : sizeof tmp.list);
+      return 0;
+    }
+    if (err && errlen)
+      snprintf(err, errlen,
+               "%s='%.200s' is not valid: 0 is not a limit (leave %s empty for no limit)",
+               r->info.name, value, r->info.name);
+    return -EINVAL;
+  }
+  if (!sized && opt_parse(r, field, value) == 0) return 0;
+  if (err && errlen && sized && bare_number(value))
+    snprintf(err, errlen, "%s='%.200s' is not valid: a size needs a unit (%sM? %sG? %sB for bytes)",
+             r->info.name, value, value, value, value);
+  else if (err && errlen)
     snprintf(err, errlen, "%s='%.200s' is not valid: expected %s", r->info.name, value,
              vx_option_form(i));
   return -EINVAL;
@@ -351,7 +406,7 @@ static void format_size(const vx_size_t *s, char *buf, size_t len) {
   if (u)
     snprintf(buf, len, "%llu%c", (unsigned long long)v, units[u]);
   else
-    snprintf(buf, len, "%llu", (unsigned long long)v);
+    snprintf(buf, len, v ? "%lluB" : "%llu", (unsigned long long)v);
 }
 
 static void format_enum(const char *choices, int idx, char *buf, size_t len) {

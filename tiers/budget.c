@@ -74,8 +74,12 @@ uint64_t budget_usable(int dev) {
  * physical), else physical minus VX_RESERVE. */
 static uint64_t budget_resolve(int dev, uint64_t physical, const vx_options_t *o) {
   const vx_size_t *lim = vx_sizes_for(&o->DEVICE_LIMIT, dev);
-  if (lim && lim->set) return vx_size_resolve(lim, physical);
-  return physical_less_reserve(physical, o);
+  if (!lim || !lim->set) return physical_less_reserve(physical, o);
+  /* A limit past what the device has would be reported to the program
+   * (cuMemGetInfo, NVML) as memory it cannot get until the budget settles
+   * (which says so: budget_settle). */
+  uint64_t want = vx_size_resolve(lim, physical);
+  return want > physical ? physical_less_reserve(physical, o) : want;
 }
 
 // ---- the ledger shared with other vx processes ----
@@ -211,9 +215,11 @@ static void budget_settle(struct budget *b, int dev, const vx_options_t *o) {
            (unsigned long long)limit);
     if (lim && lim->set && vx_size_resolve(lim, b->physical) > limit)
       VX_LOG_ONCE(VX_LOG_WARN,
-                  "device %d: VX_DEVICE_LIMIT is more than the device has free less VX_RESERVE: "
-                  "budget %llu bytes",
-                  dev, (unsigned long long)limit);
+                  "device %d: VX_DEVICE_LIMIT asks %llu MiB, more than the device has free "
+                  "(%llu MiB of %llu) less VX_RESERVE: budget %llu MiB",
+                  dev, (unsigned long long)(vx_size_resolve(lim, b->physical) >> 20),
+                  (unsigned long long)(free >> 20), (unsigned long long)(b->physical >> 20),
+                  (unsigned long long)(limit >> 20));
   }
   vx_stats_limits_changed();
 }

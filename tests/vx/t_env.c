@@ -98,6 +98,18 @@ int main(int argc, char **argv) {
     }
     checked++;
   }
+  /* #14: a bare size is refused end to end, with the units it may have
+   * meant; a device limit above the device is said once and vx works. */
+  run_with("VX_NATIVE_MAX", "8", NULL);
+  VXT_ASSERT(run.status == 3 && strstr(run.err, "VX_NATIVE_MAX='8' is not valid: a size needs a "
+                                                "unit (8M? 8G? 8B for bytes)"),
+             "bare size: status %d %s", run.status, run.err);
+  run_with("VX_DEVICE_LIMIT", "1G", NULL);
+  VXT_ASSERT(run.status == 0, "VX_DEVICE_LIMIT=1G on 64M: status %d %s", run.status, run.err);
+  const char *above = "vx: device 0: VX_DEVICE_LIMIT asks 1024 MiB, more than the device has "
+                      "free (64 MiB of 64) less VX_RESERVE: budget 60 MiB\n";
+  VXT_ASSERT(!strcmp(run.err, above), "VX_DEVICE_LIMIT=1G on 64M: stderr\n%s\nwant\n%s", run.err,
+             above);
   /* VX_DISABLE=1: pure pass-through, so the program runs out of memory */
   run_with("VX_DISABLE", "1", NULL);
   VXT_ASSERT(run.status == 3 && !run.err[0], "VX_DISABLE=1: status %d %s", run.status, run.err);

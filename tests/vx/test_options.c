@@ -35,7 +35,7 @@ START_TEST(sizes) {
     const char *in;
     unsigned long long bytes;
   } good[] = {{"0", 0},
-              {"123", 123},
+              {"123B", 123},
               {"4K", 4096},
               {"4k", 4096},
               {"1M", 1 << 20},
@@ -59,7 +59,7 @@ START_TEST(sizes) {
   const char *bad[] = {"",    "G",    "-1",  "1X",   "1 G",
                        "0%",  "101%", "1.5", "0.3K", "16777216T",
                        "1e3", "1G%",  "%",   "1.G.", "99999999999999999999",
-                       "4KK", "1,5G"};
+                       "4KK", "1,5G", "8",   "123",  "1.5B"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
     ck_assert_msg(vx_parse_size(bad[i], &s) == -EINVAL, "'%s' accepted", bad[i]);
 }
@@ -284,11 +284,44 @@ START_TEST(load) {
 }
 END_TEST
 
+/* #14: a bare number is refused with the units it may have meant; 0 is
+ * refused where it read as "no limit"; 0 stays a value elsewhere; bytes
+ * format with B and parse back. */
+START_TEST(size_units_and_zero) {
+  vx_options_t o;
+  char err[256], text[64];
+  vx_options_defaults(&o);
+  int host = vx_option_find("VX_HOST_LIMIT"), dev = vx_option_find("VX_DEVICE_LIMIT");
+  int nvme = vx_option_find("VX_NVME_LIMIT"), nmax = vx_option_find("VX_NATIVE_MAX");
+  ck_assert_int_eq(vx_option_set(&o, host, "8", err, sizeof err), -EINVAL);
+  ck_assert_str_eq(err, "VX_HOST_LIMIT='8' is not valid: a size needs a unit (8M? 8G? 8B for bytes)");
+  ck_assert(!o.HOST_LIMIT.set); /* a refused value leaves the option as it was */
+  const char *zero_limits[][2] = {{"VX_HOST_LIMIT", "0"}, {"VX_NVME_LIMIT", "0G"},
+                                  {"VX_DEVICE_LIMIT", "8G,0"}};
+  for (size_t k = 0; k < 3; k++) {
+    int i = vx_option_find(zero_limits[k][0]);
+    ck_assert_int_eq(vx_option_set(&o, i, zero_limits[k][1], err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "0 is not a limit (leave ") != NULL, "%s", err);
+  }
+  ck_assert_uint_eq(o.NVME_LIMIT.bytes, 64ULL << 30); /* still the default */
+  ck_assert_int_eq(vx_option_set(&o, nmax, "0", err, sizeof err), 0);
+  ck_assert(o.NATIVE_MAX.set && o.NATIVE_MAX.bytes == 0);
+  ck_assert_int_eq(vx_option_set(&o, vx_option_find("VX_MOVABLE"), "0", err, sizeof err), 0);
+  ck_assert_int_eq(vx_option_set(&o, dev, "8G,4G", err, sizeof err), 0);
+  ck_assert_int_eq(vx_option_set(&o, nvme, "1000B", err, sizeof err), 0);
+  ck_assert_int_eq(vx_option_format(&o, nvme, text, sizeof text), 0);
+  ck_assert_str_eq(text, "1000B");
+  ck_assert_int_eq(vx_option_set(&o, nvme, text, err, sizeof err), 0);
+  ck_assert_uint_eq(o.NVME_LIMIT.bytes, 1000);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("options");
   TCase *tc = tcase_create("parse");
   tcase_add_test(tc, bools);
   tcase_add_test(tc, sizes);
+  tcase_add_test(tc, size_units_and_zero);
   tcase_add_test(tc, size_lists);
   tcase_add_test(tc, ints_percents_enums);
   tcase_add_test(tc, enum_orders);

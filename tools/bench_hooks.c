@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "bench.h"
 #include "commands.h"
 
@@ -25,13 +26,21 @@ static const struct {
     {"nvme", vx_bench_nvme},
 };
 
+static const char bench_usage[] =
+    "usage: vx bench hooks [--iters N]\n"
+    "       vx bench nvme --dir DIR --size SIZE [...]   (vx bench nvme --help)\n"
+    "hooks: nanoseconds vx adds per driver call; nvme: the NVMe tier's throughput.\n";
+
 int vx_cmd_bench(int argc, char **argv) {
   if (argc >= 2)
     for (size_t i = 0; i < sizeof bench_table / sizeof bench_table[0]; i++)
       if (!strcmp(argv[1], bench_table[i].name)) return bench_table[i].fn(argc - 1, argv + 1);
-  fprintf(stderr,
-          "usage: vx bench hooks [--iters N]\n       vx bench nvme --dir DIR --size SIZE\n");
-  return 2;
+  if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
+    return vx_cli_help(bench_usage);
+  if (argc < 2) return vx_cli_usage_error("bench", bench_usage, "which benchmark: hooks or nvme?");
+  char msg[300];
+  snprintf(msg, sizeof msg, "unknown benchmark '%.200s' (hooks or nvme)", argv[1]);
+  return vx_cli_usage_error("bench", bench_usage, msg);
 }
 
 // ---- the child: times the driver calls it reaches through dlsym ----
@@ -262,9 +271,13 @@ int vx_bench_hooks(int argc, char **argv) {
       child = 1;
     else if (!strcmp(argv[i], "--iters") && i + 1 < argc && atoi(argv[i + 1]) > 0)
       iters = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+      return vx_cli_help("usage: vx bench hooks [--iters N]\n"
+                         "Times the driver calls a program makes, without and with libvx.so.\n");
     else {
-      fprintf(stderr, "usage: vx bench hooks [--iters N]\n");
-      return 2;
+      char msg[300];
+      snprintf(msg, sizeof msg, "unexpected '%.200s' (--iters takes a positive number)", argv[i]);
+      return vx_cli_usage_error("bench hooks", NULL, msg);
     }
   }
   if (child) return bench_child(iters);

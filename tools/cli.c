@@ -3,13 +3,29 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
 int vx_cli_usage_error(const char *cmd, const char *usage, const char *msg) {
-  if (msg) fprintf(stderr, "vx %s: %s\n", cmd, msg);
-  fputs(usage, stderr);
+  (void)usage; /* the whole text is for --help: an error says what and where to look */
+  fprintf(stderr, "vx %s: %s\nTry 'vx %s --help'.\n", cmd, msg ? msg : "bad arguments", cmd);
   return 2;
+}
+
+int vx_cli_bad_option(const char *cmd, int argc, char *const argv[], const char *shortopts) {
+  const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+  char msg[320];
+  const char *p = optopt ? strchr(shortopts, optopt) : NULL;
+  if (!strncmp(arg, "--", 2) && optopt) /* a long option that takes a value, given none */
+    snprintf(msg, sizeof msg, "option '%.200s' needs a value", arg);
+  else if (p && p[1] == ':')
+    snprintf(msg, sizeof msg, "option '-%c' needs a value", optopt);
+  else if (optopt && !(arg[0] == '-' && arg[1] == '-'))
+    snprintf(msg, sizeof msg, "unknown option '-%c'", optopt);
+  else
+    snprintf(msg, sizeof msg, "unknown option '%.200s'", arg);
+  return vx_cli_usage_error(cmd, NULL, msg);
 }
 
 int vx_cli_help(const char *usage) {

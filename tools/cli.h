@@ -10,8 +10,12 @@
 
 // ---- usage ----
 
-/* Prints "vx CMD: msg" (if msg) and the usage text on stderr; returns 2. */
+/* Prints "vx CMD: msg" and "Try 'vx CMD --help'." on stderr; returns 2
+ * (the usage text itself is --help's, on stdout). */
 int vx_cli_usage_error(const char *cmd, const char *usage, const char *msg);
+/* After getopt_long returned '?' (opterr = 0): says which option was
+ * unknown or lacked its value, as vx_cli_usage_error does; returns 2. */
+int vx_cli_bad_option(const char *cmd, int argc, char *const argv[], const char *shortopts);
 /* Prints usage on stdout; returns 0 (for --help). */
 int vx_cli_help(const char *usage);
 /* Parses a non-negative decimal (seconds, may have a fraction) into *out;

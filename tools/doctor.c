@@ -150,6 +150,7 @@ int vx_cmd_doctor(int argc, char **argv) {
   const char *dir = getenv("VX_NVME_DIR"), *program = NULL;
   int ch, json = 0;
   optind = 1;
+  opterr = 0; /* vx_cli_bad_option says it, prefixed "vx doctor:" */
   while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     if (ch == 'n')
       dir = optarg;
@@ -160,7 +161,7 @@ int vx_cmd_doctor(int argc, char **argv) {
     else if (ch == 'h')
       return vx_cli_help(usage);
     else
-      return vx_cli_usage_error("doctor", usage, NULL);
+      return vx_cli_bad_option("doctor", argc, argv, "h");
   }
   if (optind < argc) return vx_cli_usage_error("doctor", usage, "unexpected argument");
   nlines = 0;

@@ -146,6 +146,7 @@ int vx_cmd_env(int argc, char **argv) {
       {"json", 0, 0, 'j'}, {"markdown", 0, 0, 'm'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   int ch, json = 0, markdown = 0;
   optind = 1;
+  opterr = 0; /* vx_cli_bad_option says it, prefixed "vx env:" */
   while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     if (ch == 'm')
       markdown = 1;
@@ -154,7 +155,7 @@ int vx_cmd_env(int argc, char **argv) {
     else if (ch == 'h')
       return vx_cli_help(usage);
     else
-      return vx_cli_usage_error("env", usage, NULL);
+      return vx_cli_bad_option("env", argc, argv, "h");
   }
   if (optind < argc) return vx_cli_usage_error("env", usage, "unexpected argument");
   if (markdown && json) return vx_cli_usage_error("env", usage, "--json or --markdown, not both");

@@ -190,7 +190,8 @@ static int run_all(const struct opts *o, const rp_trace_t *t, const rp_model_t *
 int vx_cmd_replay(int argc, char **argv) {
   struct opts o = {0};
   int r = parse_args(argc, argv, &o);
-  if (r) return r > 0 ? usage(stdout) : usage(stderr);
+  if (r > 0) return usage(stdout);
+  if (r) return fprintf(stderr, "Try 'vx replay --help'.\n"), 2; /* parse_args said what */
   char names[MAX_POL][16];
   int n = split_policies(o.policies, names);
   if (n < 0) return 2;

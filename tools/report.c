@@ -79,6 +79,7 @@ int vx_cmd_report(int argc, char **argv) {
   const char *svg = NULL;
   int ch, text = 0;
   optind = 1;
+  opterr = 0; /* vx_cli_bad_option says it, prefixed "vx report:" */
   while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     if (ch == 's')
       svg = optarg;
@@ -87,7 +88,7 @@ int vx_cmd_report(int argc, char **argv) {
     else if (ch == 'h')
       return vx_cli_help(usage);
     else
-      return vx_cli_usage_error("report", usage, NULL);
+      return vx_cli_bad_option("report", argc, argv, "h");
   }
   if (argc - optind != 1)
     return vx_cli_usage_error("report", usage, "give exactly one report file");

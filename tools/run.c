@@ -71,6 +71,7 @@ static int parse(int argc, char **argv, struct run_cfg *c) {
                                            {"help", 0, 0, 'h'},         {0, 0, 0, 0}};
   int ch, rc = 0;
   optind = 1;
+  opterr = 0; /* vx_cli_bad_option says it, prefixed "vx run:" */
   while (!rc && (ch = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
     char *eq;
     switch (ch) {
@@ -104,7 +105,7 @@ static int parse(int argc, char **argv, struct run_cfg *c) {
     case 'h':
       return -1;
     default:
-      return vx_cli_usage_error("run", usage, NULL);
+      return vx_cli_bad_option("run", argc, argv, "+h");
     }
   }
   for (int i = 0; !rc && i < c->n; i++)

@@ -115,13 +115,14 @@ int vx_cmd_stat(int argc, char **argv) {
   long pid = 0;
   int ch;
   optind = 1;
+  opterr = 0; /* vx_cli_bad_option says it, prefixed "vx stat:" */
   while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     if (ch == 'j')
       c.json = 1;
     else if (ch == 'h')
       return vx_cli_help(usage);
     else
-      return vx_cli_usage_error("stat", usage, NULL);
+      return vx_cli_bad_option("stat", argc, argv, "h");
   }
   if (argc - optind > 1 ||
       (optind < argc && (vx_cli_parse_count(argv[optind], &pid) || pid > 0x3fffffff)))

@@ -105,6 +105,7 @@ int vx_cmd_top(int argc, char **argv) {
   long count = 0;
   int ch, once = 0;
   optind = 1;
+  opterr = 0; /* vx_cli_bad_option says it, prefixed "vx top:" */
   while ((ch = getopt_long(argc, argv, "hi:n:", longopts, NULL)) != -1) {
     if (ch == 'i' && (vx_cli_parse_seconds(optarg, &interval) || interval < 0.05))
       return vx_cli_usage_error("top", usage, "--interval takes seconds >= 0.05");
@@ -115,7 +116,7 @@ int vx_cmd_top(int argc, char **argv) {
     else if (ch == 'h')
       return vx_cli_help(usage);
     else if (ch != 'i' && ch != 'n')
-      return vx_cli_usage_error("top", usage, NULL);
+      return vx_cli_bad_option("top", argc, argv, "hi:n:");
   }
   long pid = 0;
   if (argc - optind > 1 ||

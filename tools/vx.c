@@ -39,6 +39,6 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
-  fprintf(stderr, "vx: unknown command '%s'\n", argv[1]);
-  return usage(stderr);
+  fprintf(stderr, "vx: unknown command '%s'\nTry 'vx help'.\n", argv[1]);
+  return 2;
 }

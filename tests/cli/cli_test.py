@@ -132,7 +132,8 @@ def test_run():
     for args in (["--device-limit", "8Q"], ["--policy", "fast"], ["--log", "loud"],
                  ["--env", "VX_BOGUS=1"], ["--env", "VX_PREFETCH_DISTANCE=-1"], ["--env", "=x"]):
         r = vx("run", *args, "--", static, env=preload_env())
-        check(r.returncode == 2 and "usage: vx run" in r.stderr, f"{args}: {r.returncode} {r.stderr}")
+        check(r.returncode == 2 and "vx run: " in r.stderr and "Try 'vx run --help'." in r.stderr
+              and "usage:" not in r.stderr, f"{args}: {r.returncode} {r.stderr}")
     r = vx("run", "--device-limit", "8Q", "--", static, env=preload_env())
     check("VX_DEVICE_LIMIT" in r.stderr, "the error names the variable")
     r = vx("run", "--", static, env=preload_env({"VX_POLICY": "nope"}))
@@ -504,7 +505,9 @@ def test_doctor():
 def test_usage():
     for cmd in ("run", "env", "stat", "top", "report", "doctor"):
         r = vx(cmd, "--no-such-option")
-        check(r.returncode == 2 and f"usage: vx {cmd}" in r.stderr and r.stdout == "", f"{cmd}: {r}")
+        check(r.returncode == 2 and r.stdout == "" and
+              r.stderr == f"vx {cmd}: unknown option '--no-such-option'\nTry 'vx {cmd} --help'.\n",
+              f"{cmd}: {r}")
         r = vx(cmd, "--help")
         check(r.returncode == 0 and r.stdout.startswith(f"usage: vx {cmd}"), f"{cmd} --help")
     for args in ([], ["nosuch"], ["run"], ["run", "--"], ["stat", "abc"], ["stat", "1", "2"],
@@ -512,7 +515,25 @@ def test_usage():
                  ["top", "--count", "0"], ["top", "extra"], ["report"], ["report", "a", "b"],
                  ["env", "extra"], ["doctor", "extra"], ["run", "--env", "NOEQUALS", "--", "true"]):
         r = vx(*args)
-        check(r.returncode == 2 and "usage: vx" in r.stderr, f"{args}: {r.returncode} {r.stderr}")
+        told = "usage: vx" in r.stderr if not args else "Try 'vx" in r.stderr and "usage:" not in r.stderr
+        check(r.returncode == 2 and told, f"{args}: {r.returncode} {r.stderr}")
+    # a value an option lacks, sizes without a unit, and 0 where it read as "no limit"
+    for args, said in ((["top", "--interval"], "vx top: option '--interval' needs a value"),
+                       (["top", "-i"], "vx top: option '-i' needs a value"),
+                       (["run", "--device-limit", "8", "--", "true"],
+                        "vx run: VX_DEVICE_LIMIT='8' is not valid: a size needs a unit (8M? 8G?"),
+                       (["run", "--host-limit", "0", "--", "true"],
+                        "vx run: VX_HOST_LIMIT='0' is not valid: 0 is not a limit"),
+                       (["bench", "nosuch"], "vx bench: unknown benchmark 'nosuch'"),
+                       (["bench", "hooks", "--bogus"], "vx bench hooks: unexpected '--bogus'"),
+                       (["nosuch"], "vx: unknown command 'nosuch'\nTry 'vx help'.")):
+        r = vx(*args)
+        check(r.returncode == 2 and r.stderr.startswith(said), f"{args}: {r.returncode} {r.stderr}")
+    for args in (["bench", "--help"], ["bench", "hooks", "--help"], ["bench", "nvme", "--help"],
+                 ["replay", "--help"]):
+        r = vx(*args)
+        check(r.returncode == 0 and r.stdout.startswith("usage: vx ") and r.stderr == "",
+              f"{args}: {r.returncode} {r.stderr}")
     r = vx("--version")
     check(r.returncode == 0 and re.fullmatch(r"vx \d+\.\d+\.\d+\n", r.stdout), r.stdout)
     r = vx("help")

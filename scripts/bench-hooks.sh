@@ -15,12 +15,14 @@ build=${VX_BUILD:-$root/build}
 runs=${1:-5}
 [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" >/dev/null
 cmake --build "$build" --target vx-cli vx simcuda -j2 >/dev/null || { echo "bench-hooks: build failed"; exit 2; }
-# The simulated driver unless a real one is asked for (VX_BENCH_REAL=1).
-[ "${VX_BENCH_REAL:-0}" = 1 ] || export LD_LIBRARY_PATH="$build/tests/simcuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The simulated driver unless a real one is asked for (VX_BENCH_REAL=1: the
+# libcuda.so.1 the dynamic linker finds).
+sim=(--sim)
+[ "${VX_BENCH_REAL:-0}" = 1 ] && sim=()
 field() { sed -n "s/.*\"$1\":\([-0-9.eE+]*\)[,}].*/\1/p"; }
 launch="" alloc=""
 for i in $(seq "$runs"); do
-  out=$("$build/vx" bench hooks --iters 40000) || { echo "bench-hooks: run $i failed"; exit 2; }
+  out=$("$build/vx" bench hooks "${sim[@]}" --iters 40000) || { echo "bench-hooks: run $i failed"; exit 2; }
   echo "run $i: $out"
   launch="$launch $(echo "$out" | field launch_ns_added)"
   alloc="$alloc $(echo "$out" | field alloc_free_ns_added)"

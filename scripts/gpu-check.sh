@@ -307,13 +307,13 @@ else
 fi
 
 # ---- 2. the hooks benchmark on this driver ----
-# `vx bench hooks` falls back to the build tree's simulated driver when no
-# libcuda.so.1 is on LD_LIBRARY_PATH; the real one is often found through
-# ld.so.cache instead, so name its directory (as the probe found it).
-# On the simulator fewer iterations keep the CI test short.
+# `vx bench hooks` measures the libcuda.so.1 the dynamic linker finds, or
+# with --sim the build tree's simulated driver; the probe's directory is
+# named too, in case the real one is off the linker's paths.  On the
+# simulator fewer iterations keep the CI test short.
 hooks_env=(env) hooks_args=()
 if [ "$sim" -eq 1 ]; then
-  hooks_args=(--iters 30000)
+  hooks_args=(--sim --iters 30000)
 elif [ -n "$libcuda_dir" ]; then
   hooks_env=(env LD_LIBRARY_PATH="$libcuda_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
 fi

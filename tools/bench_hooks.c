@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_libpath.h"
 #include "bench.h"
 #include "commands.h"
 
@@ -212,24 +213,55 @@ static int bench_child(int iters) {
 // ---- the parent: runs the child with and without vx ----
 
 /* Directory of this executable (where libvx.so is built and installed). */
-static int self_dir(char *buf, size_t len) {
-  ssize_t n = readlink("/proc/self/exe", buf, len - 1);
-  if (n <= 0) return -1;
-  buf[n] = 0;
-  char *slash = strrchr(buf, '/');
-  if (!slash) return -1;
-  *slash = 0;
+/* The driver the dynamic linker finds for libcuda.so.1 (LD_LIBRARY_PATH,
+ * then ld.so.cache, as for the program being measured), or the file name:
+ * its path into path, and whether it is the simulator.  0, or -ENOENT with the reason in
+ * why. */
+static int find_driver(const char *name, char *path, size_t len, int *simulated, char *why,
+                       size_t wlen) {
+  void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    snprintf(why, wlen, "%s", dlerror());
+    return -ENOENT;
+  }
+  void *init = dlsym(h, "cuInit");
+  Dl_info info;
+  if (!init || !dladdr(init, &info) || !info.dli_fname) {
+    snprintf(why, wlen, "libcuda.so.1 has no cuInit");
+    dlclose(h);
+    return -ENOENT;
+  }
+  char real[PATH_MAX];
+  snprintf(path, len, "%s", realpath(info.dli_fname, real) ? real : info.dli_fname);
+  for (char *c = path; *c; c++) /* printed inside a JSON string */
+    if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = '?';
+  *simulated = dlsym(h, "simcuda_access") != NULL;
+  dlclose(h);
   return 0;
 }
 
-static int has_libcuda(const char *path_list) {
-  char dirs[PATH_MAX * 4], file[PATH_MAX + 32];
-  snprintf(dirs, sizeof dirs, "%s", path_list ? path_list : "");
-  for (char *save, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-    snprintf(file, sizeof file, "%s/libcuda.so.1", d);
-    if (access(file, R_OK) == 0) return 1;
-  }
-  return 0;
+/* --sim: the simulated driver of the build tree vx runs from, put first
+ * on the children's LD_LIBRARY_PATH; its file into lib (PATH_MAX). */
+static int use_simulator(char *lib) {
+  char dir[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+  if (n <= 0) return -ENOENT;
+  dir[n] = 0;
+  char *slash = strrchr(dir, '/');
+  if (!slash || (size_t)(slash - dir) + sizeof "/tests/simcuda/libcuda.so.1" > PATH_MAX)
+    return -ENAMETOOLONG;
+  strcpy(slash, "/tests/simcuda");
+  strcpy(lib, dir); /* fits: checked above */
+  strcat(lib, "/libcuda.so.1");
+  if (access(lib, R_OK)) return -ENOENT;
+  const char *ld = getenv("LD_LIBRARY_PATH");
+  size_t need = strlen(dir) + 2 + (ld ? strlen(ld) : 0);
+  char *value = malloc(need);
+  if (!value) return -ENOMEM;
+  snprintf(value, need, "%s%s%s", dir, ld && *ld ? ":" : "", ld ? ld : "");
+  int rc = setenv("LD_LIBRARY_PATH", value, 1) ? -errno : 0;
+  free(value);
+  return rc;
 }
 
 /* Runs `exe bench hooks --child --iters N` with LD_PRELOAD = preload (NULL =
@@ -264,16 +296,25 @@ static int run_child(const char *exe, int iters, const char *preload, double out
   return got && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
+static const char hooks_usage[] =
+    "usage: vx bench hooks [--iters N] [--sim]\n"
+    "Times a kernel launch (8 pointer arguments into tracked allocations,\n"
+    "nothing to move) and a cuMemAlloc/cuMemFree pair, without and with\n"
+    "libvx.so, on the driver the dynamic linker finds for libcuda.so.1;\n"
+    "--sim: on the simulated driver of the build tree vx runs from.\n"
+    "Prints one JSON object (nanoseconds; driver: the library measured).\n";
+
 int vx_bench_hooks(int argc, char **argv) {
-  int iters = 200000, child = 0;
+  int iters = 200000, child = 0, want_sim = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--child"))
       child = 1;
+    else if (!strcmp(argv[i], "--sim"))
+      want_sim = 1;
     else if (!strcmp(argv[i], "--iters") && i + 1 < argc && atoi(argv[i + 1]) > 0)
       iters = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
-      return vx_cli_help("usage: vx bench hooks [--iters N]\n"
-                         "Times the driver calls a program makes, without and with libvx.so.\n");
+      return vx_cli_help(hooks_usage);
     else {
       char msg[300];
       snprintf(msg, sizeof msg, "unexpected '%.200s' (--iters takes a positive number)", argv[i]);
@@ -281,20 +322,28 @@ int vx_bench_hooks(int argc, char **argv) {
     }
   }
   if (child) return bench_child(iters);
-  char dir[PATH_MAX], exe[PATH_MAX + 8], lib[PATH_MAX + 16], sim[PATH_MAX + 32];
-  if (self_dir(dir, sizeof dir)) return 1;
-  snprintf(exe, sizeof exe, "%s/vx", dir);
-  snprintf(lib, sizeof lib, "%s/libvx.so", dir);
-  if (access(lib, R_OK)) {
-    fprintf(stderr, "vx bench: %s not found\n", lib);
+  char exe[PATH_MAX], lib[PATH_MAX], sim[PATH_MAX], driver[PATH_MAX], why[512];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return fprintf(stderr, "vx bench hooks: cannot find my own binary\n"), 1;
+  exe[n] = 0;
+  if (vx_find_libvx(lib, sizeof lib)) {
+    fprintf(stderr, "vx bench hooks: libvx.so not found next to vx nor in %s\n",
+            vx_install_libdir());
     return 1;
   }
-  const char *ld = getenv("LD_LIBRARY_PATH");
-  if (!has_libcuda(ld)) { /* the simulated driver of the build tree */
-    char path[PATH_MAX * 2 + 64];
-    snprintf(sim, sizeof sim, "%s/tests/simcuda", dir);
-    snprintf(path, sizeof path, "%s%s%s", sim, ld && *ld ? ":" : "", ld ? ld : "");
-    setenv("LD_LIBRARY_PATH", path, 1);
+  if (want_sim && use_simulator(sim)) {
+    fprintf(stderr, "vx bench hooks: --sim needs the simulated driver of a build tree "
+                    "(tests/simcuda next to vx); this vx has none\n");
+    return 1;
+  }
+  int simulated = 0;
+  if (find_driver(want_sim ? sim : "libcuda.so.1", driver, sizeof driver, &simulated, why,
+                  sizeof why)) {
+    fprintf(stderr,
+            "vx bench hooks: no CUDA driver (%s); install the NVIDIA driver, or "
+            "benchmark the simulator of a build tree with --sim\n",
+            why);
+    return 1;
   }
   /* Rounds of a plain child and a vx child.  The added cost is measured
    * inside the vx child (its hooks against the driver's own entry points,
@@ -317,8 +366,9 @@ int vx_bench_hooks(int argc, char **argv) {
   printf("{\"launch_ns_added\":%.1f,\"alloc_free_ns_added\":%.1f,"
          "\"launch_ns_plain\":%.1f,\"launch_ns_vx\":%.1f,"
          "\"alloc_free_ns_plain\":%.1f,\"alloc_free_ns_vx\":%.1f,"
-         "\"iters\":%d,\"rounds\":%d,\"pointer_args\":%d}\n",
+         "\"iters\":%d,\"rounds\":%d,\"pointer_args\":%d,\"driver\":\"%s\",\"simulated\":%s}\n",
          median(add_l, ROUNDS), median(add_a, ROUNDS), median(plain_l, ROUNDS),
-         median(vx_l, ROUNDS), median(plain_a, ROUNDS), median(vx_a, ROUNDS), iters, ROUNDS, NARGS);
+         median(vx_l, ROUNDS), median(plain_a, ROUNDS), median(vx_a, ROUNDS), iters, ROUNDS, NARGS,
+         driver, simulated ? "true" : "false");
   return 0;
 }

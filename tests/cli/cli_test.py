@@ -635,7 +635,26 @@ def test_install():
     check(r.returncode == 0 and r.stdout.strip().endswith(os.path.realpath(libs[0])), f"{r}")
     r = subprocess.run([vxi, "run", "--", "sh", "-c", "exit 3"], env=preload_env())
     check(r.returncode == 3, "installed vx run propagates the status")
-    if os.path.exists(os.path.join(BIN, "tests", "simcuda", "libcuda.so.1")):
+    sim_dir = os.path.join(BIN, "tests", "simcuda")
+    if not SAN:  # the benchmark preloads libvx.so into its children without a sanitizer runtime
+        # from the prefix: its own libvx.so, the driver the linker finds, never the simulator unasked
+        env = dict(os.environ)
+        env.pop("LD_LIBRARY_PATH", None)
+        r = subprocess.run([vxi, "bench", "hooks", "--iters", "1000"], capture_output=True, text=True,
+                           env=env, timeout=120)
+        check(r.returncode == 1 and "vx bench hooks: no CUDA driver (" in r.stderr, f"no driver: {r}")
+        r = subprocess.run([vxi, "bench", "hooks", "--iters", "1000", "--sim"], capture_output=True,
+                           text=True, env=env, timeout=120)
+        check(r.returncode == 1 and "--sim needs the simulated driver of a build tree" in r.stderr,
+              f"--sim from a prefix: {r}")
+        if os.path.exists(os.path.join(sim_dir, "libcuda.so.1")):
+            env["LD_LIBRARY_PATH"] = sim_dir
+            r = subprocess.run([vxi, "bench", "hooks", "--iters", "1000"], capture_output=True,
+                               text=True, env=env, timeout=120)
+            check(r.returncode == 0 and '"simulated":true' in r.stdout and
+                  '"driver":"' + os.path.realpath(os.path.join(sim_dir, "libcuda.so.1")) in r.stdout,
+                  f"installed vx bench hooks: {r}")
+    if os.path.exists(os.path.join(sim_dir, "libcuda.so.1")):
         p = subprocess.run([vxi, "run", "--", helper("cli_holder"), "2", "8"], input="",
                            capture_output=True, text=True, env=preload_env(), timeout=60)
         check(p.returncode == 77 or (p.returncode == 0 and "ready" in p.stdout),

@@ -7,7 +7,7 @@
 # fail the suite.
 # Usage: hotpath.sh VX
 set -eu
-out=$("$1" bench hooks --iters 4000)
+out=$("$1" bench hooks --sim --iters 4000)
 echo "$out"
 for key in launch_ns_added alloc_free_ns_added launch_ns_plain launch_ns_vx \
            alloc_free_ns_plain alloc_free_ns_vx iters rounds pointer_args; do

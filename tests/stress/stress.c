@@ -7,6 +7,7 @@
  * more contexts made with cuCtxCreate), --graphs adds captured graphs of memset and copy nodes,
  * and --segment-mib M gives each thread one segment of M MiB that kernels reach tensor by
  * tensor, as a caching allocator's segments are (hotter than any host limit). */
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -437,6 +438,16 @@ static int parse_args(int argc, char **argv) {
   return 0;
 }
 
+/* cuCtxCreate_v4 (12.5), else _v2, from the driver the program runs on. */
+static CUresult ctx_create(CUcontext *c, CUdevice d) {
+  CUresult (*v4)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice);
+  CUresult (*v2)(CUcontext *, unsigned, CUdevice);
+  *(void **)&v4 = dlsym(RTLD_DEFAULT, "cuCtxCreate_v4");
+  if (v4) return v4(c, NULL, 0, d);
+  *(void **)&v2 = dlsym(RTLD_DEFAULT, "cuCtxCreate_v2");
+  return v2 ? v2(c, 0, d) : CUDA_ERROR_NOT_FOUND;
+}
+
 static int setup(void) {
   CUmodule mod;
   CUresult r;
@@ -458,7 +469,7 @@ static int setup(void) {
     if (k < ndev) {
       r = CU(cuDevicePrimaryCtxRetain)(&ctxs[k], d);
     } else {
-      r = CU(cuCtxCreate_v4)(&ctxs[k], NULL, 0, d);
+      r = ctx_create(&ctxs[k], d);
       ctx_made[k] = r == CUDA_SUCCESS;
     }
     if (r) break;

@@ -298,7 +298,8 @@ static int opt_parse(const struct opt_row *r, void *field, const char *v) {
 /* SIZE options whose empty value means "no limit": there 0 read as no
  * limit too, which nobody means; refused, with the way to say either. */
 static int zero_refused(const struct opt_row *r) {
-  static const char *const names[] = {"VX_DEVICE_LIMIT", "VX_HOST_LIMIT", "VX_NVME_LIMIT"};
+  static const char *const names[] = {"VX_HOST_LIMIT",
+                                      "VX_NVME_LIMIT"}; /* DEVICE_LIMIT=0: all movable */
   for (size_t k = 0; k < sizeof names / sizeof *names; k++)
     if (!strcmp(r->info.name, names[k])) return 1;
   return 0;

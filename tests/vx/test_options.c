@@ -296,9 +296,8 @@ START_TEST(size_units_and_zero) {
   ck_assert_int_eq(vx_option_set(&o, host, "8", err, sizeof err), -EINVAL);
   ck_assert_str_eq(err, "VX_HOST_LIMIT='8' is not valid: a size needs a unit (8M? 8G? 8B for bytes)");
   ck_assert(!o.HOST_LIMIT.set); /* a refused value leaves the option as it was */
-  const char *zero_limits[][2] = {{"VX_HOST_LIMIT", "0"}, {"VX_NVME_LIMIT", "0G"},
-                                  {"VX_DEVICE_LIMIT", "8G,0"}};
-  for (size_t k = 0; k < 3; k++) {
+  const char *zero_limits[][2] = {{"VX_HOST_LIMIT", "0"}, {"VX_NVME_LIMIT", "0G"}};
+  for (size_t k = 0; k < 2; k++) {
     int i = vx_option_find(zero_limits[k][0]);
     ck_assert_int_eq(vx_option_set(&o, i, zero_limits[k][1], err, sizeof err), -EINVAL);
     ck_assert_msg(strstr(err, "0 is not a limit (leave ") != NULL, "%s", err);
@@ -308,6 +307,7 @@ START_TEST(size_units_and_zero) {
   ck_assert(o.NATIVE_MAX.set && o.NATIVE_MAX.bytes == 0);
   ck_assert_int_eq(vx_option_set(&o, vx_option_find("VX_MOVABLE"), "0", err, sizeof err), 0);
   ck_assert_int_eq(vx_option_set(&o, dev, "8G,4G", err, sizeof err), 0);
+  ck_assert_int_eq(vx_option_set(&o, dev, "0", err, sizeof err), 0); /* a budget of 0: all managed */
   ck_assert_int_eq(vx_option_set(&o, nvme, "1000B", err, sizeof err), 0);
   ck_assert_int_eq(vx_option_format(&o, nvme, text, sizeof text), 0);
   ck_assert_str_eq(text, "1000B");

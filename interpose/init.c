@@ -63,6 +63,30 @@ static void atfork_child(void) {
 }
 
 /* Returns the new state: 1 active, 2 pass-through. */
+/* VX_LOG=info: what vx will do, in words (each device's budget is said
+ * when it settles, at first use: tiers/budget.c). */
+static void say_active(void) {
+  if (vx_log_level() < VX_LOG_INFO) return;
+  char policy[32], report[32], hmax[VX_SIZE_TEXT], hlim[VX_SIZE_TEXT], nlim[VX_SIZE_TEXT];
+  char nvme[VX_OPT_STRING_MAX + 128];
+  vx_option_format(&vx_opt, vx_option_find("VX_POLICY"), policy, sizeof policy);
+  vx_option_format(&vx_opt, vx_option_find("VX_REPORT_MEMORY"), report, sizeof report);
+  uint64_t host_max = budget_host_max();
+  if (!spill_armed())
+    snprintf(nvme, sizeof nvme, "off");
+  else if (!vx_opt.HOST_LIMIT.set)
+    snprintf(nvme, sizeof nvme, "in %s, unused while VX_HOST_LIMIT is empty", vx_opt.NVME_DIR.s);
+  else
+    snprintf(nvme, sizeof nvme, "in %s, up to %s, past %s of host RAM", vx_opt.NVME_DIR.s,
+             vx_size_text(vx_opt.NVME_LIMIT.bytes, nlim),
+             vx_size_text(vx_size_resolve(&vx_opt.HOST_LIMIT, 0), hlim));
+  vx_log(VX_LOG_INFO,
+         "active: policy %s; past each device's budget, managed memory backed by host RAM "
+         "(%s%s); NVMe swap %s; memory reported to the program: %s",
+         policy, host_max ? "at most " : "no cap", host_max ? vx_size_text(host_max, hmax) : "",
+         nvme, report);
+}
+
 static int start_locked(void) {
   char err[512];
   if (vx_secure_exec()) { /* setuid/setgid: stay passive; read no VX_*, write nothing */
@@ -100,7 +124,7 @@ static int start_locked(void) {
   vx_set_launch_observer(vx_launch_predict);
   timeline_init(); /* VX_REPORT: the sampler thread */
   if (vx_opt.STATS) vx_stats_shm_publish(vx_ctr, VX_MAX_DEVICES);
-  vx_log(VX_LOG_INFO, "active (policy %d, report memory %d)", vx_opt.POLICY, vx_opt.REPORT_MEMORY);
+  say_active();
   return 1;
 }
 

@@ -30,6 +30,24 @@ static void log_write(const char *buf, size_t len) {
   }
 }
 
+const char *vx_size_text(unsigned long long bytes, char buf[VX_SIZE_TEXT]) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  unsigned long long whole = bytes, rem = 0;
+  while (whole >= 1024 && u < 6) {
+    rem = whole % 1024;
+    whole /= 1024;
+    u++;
+  }
+  unsigned tenth = (unsigned)((rem * 10 + 512) / 1024);
+  if (tenth == 10) whole++, tenth = 0;
+  if (tenth && whole < 100)
+    snprintf(buf, VX_SIZE_TEXT, "%llu.%u %s", whole, tenth, units[u]);
+  else
+    snprintf(buf, VX_SIZE_TEXT, "%llu %s", whole, units[u]);
+  return buf;
+}
+
 void vx_log(int level, const char *fmt, ...) {
   if (level > vx_log_level() || log_busy) return;
   if (__atomic_fetch_add(&log_count, 1, __ATOMIC_RELAXED) >= LOG_CAP && level > VX_LOG_ERROR)

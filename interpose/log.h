@@ -16,6 +16,11 @@ int vx_log_level(void);
  * messages only errors are printed. */
 void vx_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* bytes in words for a message: "0 B", "512 B", "64 MiB", "1.5 GiB"
+ * (binary units, at most one decimal); buf is returned. */
+#define VX_SIZE_TEXT 24
+const char *vx_size_text(unsigned long long bytes, char buf[VX_SIZE_TEXT]);
+
 /* Says it once per call site and process. */
 #define VX_LOG_ONCE(level, ...)                                                                    \
   do {                                                                                             \

@@ -208,11 +208,14 @@ static void budget_settle(struct budget *b, int dev, const vx_options_t *o) {
     VX_LOG_ONCE(VX_LOG_WARN, "device %d: cuMemGetInfo_v2 failed (%d): budget from its total size",
                 dev, (int)r);
   } else {
+    char t[5][VX_SIZE_TEXT];
     vx_log(VX_LOG_INFO,
-           "device %d: %llu bytes free at first use, %llu held by vx processes: usable %llu, "
-           "budget %llu",
-           dev, (unsigned long long)free, (unsigned long long)held, (unsigned long long)usable,
-           (unsigned long long)limit);
+           "device %d (%s): budget %s (%s free at first use, %s held by vx processes, "
+           "reserve %s)%s",
+           dev, vx_size_text(b->physical, t[0]), vx_size_text(limit, t[1]),
+           vx_size_text(free, t[2]), vx_size_text(held, t[3]),
+           vx_size_text(budget_headroom(b->physical, &o->RESERVE), t[4]),
+           b->managed_ok ? "" : "; no managed memory there (no concurrent managed access)");
     if (lim && lim->set && vx_size_resolve(lim, b->physical) > limit)
       VX_LOG_ONCE(VX_LOG_WARN,
                   "device %d: VX_DEVICE_LIMIT asks %llu MiB, more than the device has free "
@@ -334,12 +337,12 @@ static void host_init_once(void) {
   long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   uint64_t fallback =
       pages > 0 && page > 0 ? vx_host_max_default((uint64_t)pages * (uint64_t)page) : 0;
-  if (!avail && !vx_opt.HOST_MAX.set)
-    vx_log(VX_LOG_WARN, "cannot read MemAvailable from /proc/meminfo: VX_HOST_MAX is %llu bytes",
-           (unsigned long long)fallback);
-  host_max = vx_host_max_resolve(&vx_opt.HOST_MAX, avail, fallback);
-  vx_log(VX_LOG_INFO, "host memory for managed data: at most %llu bytes (VX_HOST_MAX)",
-         (unsigned long long)host_max);
+  if (!avail && !vx_opt.HOST_MAX.set) {
+    char t[VX_SIZE_TEXT];
+    vx_log(VX_LOG_WARN, "cannot read MemAvailable from /proc/meminfo: VX_HOST_MAX is %s",
+           vx_size_text(fallback, t));
+  }
+  host_max = vx_host_max_resolve(&vx_opt.HOST_MAX, avail, fallback); /* said by init's line */
 }
 
 void budget_host_init(void) {

@@ -144,6 +144,34 @@ static int decide(int dev, size_t size, uint64_t *charged) {
   return VX_TIER_MANAGED;
 }
 
+/* VX_LOG=info: the first allocation of a device that is not native, once
+ * per device: the moment vx starts working for the program. */
+static void say_first_movable(int dev, const vx_alloc_info_t *a, int fell_back) {
+  static int said[VX_MAX_DEVICES];
+  if (vx_log_level() < VX_LOG_INFO || dev < 0 || dev >= VX_MAX_DEVICES ||
+      __atomic_exchange_n(&said[dev], 1, __ATOMIC_RELAXED))
+    return;
+  char sz[VX_SIZE_TEXT], used[VX_SIZE_TEXT], lim[VX_SIZE_TEXT];
+  vx_size_text(a->size, sz);
+  if (a->tier == VX_TIER_HOST)
+    vx_log(VX_LOG_INFO,
+           "device %d: first allocation in host memory (%s; VX_POLICY=static puts those of at "
+           "least VX_STATIC_MIN there): kernels read it over the bus",
+           dev, sz);
+  else if (fell_back)
+    vx_log(VX_LOG_INFO,
+           "device %d: the driver ran out of memory below vx's budget: this %s allocation "
+           "and the next ones that do not fit are managed memory",
+           dev, sz);
+  else
+    vx_log(VX_LOG_INFO,
+           "device %d: %s native of a %s budget: this %s allocation and the next ones past it "
+           "are managed memory, %s",
+           dev, vx_size_text(budget_used(dev), used), vx_size_text(budget_limit(dev), lim), sz,
+           exec_planning() ? "staged on the device ahead of use by the predictor"
+                           : "paged in on demand by the driver");
+}
+
 static int place_device(int *dev) {
   if (vx_current_device(dev)) return -1;
   return budget_device_init(*dev, 0, &vx_opt) ? -1 : 0;
@@ -193,6 +221,7 @@ CUresult place_alloc(CUdeviceptr *dptr, size_t size, place_native_fn native, voi
   if (r == CUDA_SUCCESS) {
     advise(a.base, size, dev, a.tier);
     if (fallback_from != CUDA_SUCCESS) ctr_add(dev, VX_CTR_managed_fallbacks, 1);
+    say_first_movable(dev, &a, fallback_from != CUDA_SUCCESS);
     *dptr = a.base;
     return r;
   }

@@ -22,6 +22,15 @@ static uint64_t host_held_locked(void) {
 
 void spill_publish_locked(void) {
   uint64_t now = host_held_locked(), was = spill_g.published;
+  if (spill_g.nspilled && vx_log_level() >= VX_LOG_INFO) {
+    /* Every spill path publishes after it: the first time data is out. */
+    char t[3][VX_SIZE_TEXT];
+    VX_LOG_ONCE(VX_LOG_INFO,
+                "first NVMe spill: %s moved to the swap file and released from host RAM "
+                "(vx holds %s there now; VX_HOST_LIMIT %s)",
+                vx_size_text(spill_g.nspilled * SPILL_CHUNK, t[0]), vx_size_text(now, t[1]),
+                vx_size_text(spill_g.host_limit, t[2]));
+  }
   if (now > was) ctr_cur_add(0, VX_CTR_host_held_bytes, now - was);
   if (now < was) ctr_cur_sub(0, VX_CTR_host_held_bytes, was - now);
   spill_g.published = now;
@@ -69,6 +78,7 @@ int spill_enforce_locked(void) {
     at += batch;
   }
   free(v);
+
   spill_publish_locked();
   held = host_held_locked();
   if (!rc && take == n && held > spill_g.host_limit)

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "budget.h"
+#include "outfile.h"
 #include "registry.h"
 #include "sites.h"
 #include "timeline.h"
@@ -18,17 +19,13 @@
 
 struct report_out {
   int fd;
+  int err; /* first write error (-errno): the rest is dropped */
   size_t used;
   char buf[4096];
 };
 
 static void out_flush(struct report_out *o) {
-  size_t off = 0;
-  while (off < o->used) {
-    ssize_t n = write(o->fd, o->buf + off, o->used - off);
-    if (n <= 0) break;
-    off += (size_t)n;
-  }
+  if (!o->err && o->used) o->err = vx_outfile_write(o->fd, o->buf, o->used);
   o->used = 0;
 }
 
@@ -205,11 +202,14 @@ void vx_report_write(void) {
   static struct report_out o; /* 4 KiB: kept off the stack of an exiting thread */
   size_t len = strlen(path);
   int json = len > 5 && !strcmp(path + len - 5, ".json");
+  char why[128];
   o.used = 0;
-  o.fd = strcmp(path, "stderr") ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)
+  o.err = 0;
+  /* Never blocks: a FIFO with no reader is refused, not waited for. */
+  o.fd = strcmp(path, "stderr") ? vx_outfile_open(path, VX_OUT_STREAM, why, sizeof why)
                                 : STDERR_FILENO;
   if (o.fd < 0) {
-    vx_log(VX_LOG_WARN, "cannot write the report to %s", path);
+    vx_log(VX_LOG_WARN, "VX_REPORT=%s: cannot write the report there: %s; no report", path, why);
     return;
   }
   static vx_counters_t c[VX_MAX_DEVICES];
@@ -220,5 +220,8 @@ void vx_report_write(void) {
   else
     report_text(&o, c, ndev);
   out_flush(&o);
+  if (o.err)
+    vx_log(VX_LOG_WARN, "VX_REPORT=%s: writing the report failed: %s; it is incomplete", path,
+           strerror(-o.err));
   if (o.fd != STDERR_FILENO) close(o.fd);
 }

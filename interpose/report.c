@@ -1,6 +1,7 @@
 /* The exit summary (VX_REPORT): command line, per device counters, the
  * timeline and the top allocation sites, as text or JSON (path ending in
  * .json).  Reads only vx's own state: no driver calls. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,7 +221,8 @@ void vx_report_write(void) {
   else
     report_text(&o, c, ndev);
   out_flush(&o);
-  if (o.err)
+  /* (not into a stderr whose reader left: the line itself would raise SIGPIPE) */
+  if (o.err && !(o.fd == STDERR_FILENO && o.err == -EPIPE))
     vx_log(VX_LOG_WARN, "VX_REPORT=%s: writing the report failed: %s; it is incomplete", path,
            strerror(-o.err));
   if (o.fd != STDERR_FILENO) close(o.fd);

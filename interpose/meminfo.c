@@ -25,17 +25,24 @@ static uint64_t held_bytes(int dev) {
 int vx_meminfo_rewrite(int dev, uint64_t *free, uint64_t *total) {
   if (vx_opt.REPORT_MEMORY == VX_REPORT_MEMORY_PHYSICAL) return 0;
   if (budget_device_init(dev, *total, &vx_opt)) return -1;
-  uint64_t limit = budget_limit(dev), used;
+  uint64_t limit = budget_limit(dev), used = budget_used(dev);
+  /* What this process can still have natively: its budget less its use and
+   * less what other vx processes hold on the GPU (the shared ledger), so
+   * that two jobs never both see the same free bytes. */
+  uint64_t room = budget_room(dev);
   if (vx_opt.REPORT_MEMORY == VX_REPORT_MEMORY_LIMIT) {
     *total = limit;
-    used = budget_used(dev);
-  } else {
-    /* Without concurrent managed access nothing spills off the device. */
-    uint64_t beyond = budget_managed_ok(dev) ? backed_beyond_device() : 0;
-    *total = limit + beyond < limit ? UINT64_MAX : limit + beyond;
-    used = held_bytes(dev);
+    if (room < *free) *free = room; /* never more than the driver has free */
+    return 0;
   }
-  *free = *total > used ? *total - used : 0;
+  /* Without concurrent managed access nothing spills off the device. */
+  uint64_t beyond = budget_managed_ok(dev) ? backed_beyond_device() : 0;
+  *total = limit + beyond < limit ? UINT64_MAX : limit + beyond;
+  uint64_t held = held_bytes(dev);
+  uint64_t f = *total > held ? *total - held : 0;
+  /* the part of the device budget other vx processes' shares take */
+  uint64_t taken = limit > used && limit - used > room ? limit - used - room : 0;
+  *free = f > taken ? f - taken : 0;
   return 0;
 }
 

@@ -1,6 +1,7 @@
 /* The exit summary (VX_REPORT): command line, per device counters, the
  * timeline and the top allocation sites, as text or JSON (path ending in
  * .json).  Reads only vx's own state: no driver calls. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include "budget.h"
+#include "outfile.h"
 #include "registry.h"
 #include "sites.h"
 #include "timeline.h"
@@ -18,17 +20,13 @@
 
 struct report_out {
   int fd;
+  int err; /* first write error (-errno): the rest is dropped */
   size_t used;
   char buf[4096];
 };
 
 static void out_flush(struct report_out *o) {
-  size_t off = 0;
-  while (off < o->used) {
-    ssize_t n = write(o->fd, o->buf + off, o->used - off);
-    if (n <= 0) break;
-    off += (size_t)n;
-  }
+  if (!o->err && o->used) o->err = vx_outfile_write(o->fd, o->buf, o->used);
   o->used = 0;
 }
 
@@ -205,11 +203,14 @@ void vx_report_write(void) {
   static struct report_out o; /* 4 KiB: kept off the stack of an exiting thread */
   size_t len = strlen(path);
   int json = len > 5 && !strcmp(path + len - 5, ".json");
+  char why[128];
   o.used = 0;
-  o.fd = strcmp(path, "stderr") ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)
+  o.err = 0;
+  /* Never blocks: a FIFO with no reader is refused, not waited for. */
+  o.fd = strcmp(path, "stderr") ? vx_outfile_open(path, VX_OUT_STREAM, why, sizeof why)
                                 : STDERR_FILENO;
   if (o.fd < 0) {
-    vx_log(VX_LOG_WARN, "cannot write the report to %s", path);
+    vx_log(VX_LOG_WARN, "VX_REPORT=%s: cannot write the report there: %s; no report", path, why);
     return;
   }
   static vx_counters_t c[VX_MAX_DEVICES];
@@ -220,5 +221,9 @@ void vx_report_write(void) {
   else
     report_text(&o, c, ndev);
   out_flush(&o);
+  /* (not into a stderr whose reader left: the line itself would raise SIGPIPE) */
+  if (o.err && !(o.fd == STDERR_FILENO && o.err == -EPIPE))
+    vx_log(VX_LOG_WARN, "VX_REPORT=%s: writing the report failed: %s; it is incomplete", path,
+           strerror(-o.err));
   if (o.fd != STDERR_FILENO) close(o.fd);
 }

@@ -113,9 +113,15 @@ static uint64_t ledger_capacity_for(uint64_t physical, uint64_t limit, const vx_
   return cap;
 }
 
+/* A ledger that leaves its truncated or re-created segment says so here. */
+static void ledger_warn_line(const char *line) {
+  vx_log(VX_LOG_WARN, "%s", line);
+}
+
 /* Opens device dev's ledger; NULL for private accounting (said once). */
 static vx_ledger_t *budget_ledger_open(int dev, uint64_t capacity, const vx_options_t *o) {
   char key[80], err[256] = "";
+  ledger_set_warn(ledger_warn_line);
   int rc = ledger_key_for(dev, o->LEDGER.s, key, sizeof key, err, sizeof err);
   if (rc > 0) return NULL;
   vx_ledger_t *l = rc ? NULL : ledger_open_key(key, capacity, err, sizeof err);
@@ -260,6 +266,18 @@ uint64_t budget_used(int dev) {
   return b ? __atomic_load_n(&b->used, __ATOMIC_RELAXED) : 0;
 }
 
+uint64_t budget_room(int dev) {
+  struct budget *b = budget_of(dev);
+  if (!b || !budget_ready(dev)) return 0;
+  uint64_t limit = budget_limit(dev), used = budget_used(dev);
+  uint64_t room = limit > used ? limit - used : 0;
+  if (b->ledger) {
+    uint64_t shared = ledger_room(b->ledger); /* less every live vx process's share */
+    if (shared < room) room = shared;
+  }
+  return room;
+}
+
 /* Saturating subtraction of n from *v; returns what was taken. */
 static uint64_t sub_sat(uint64_t *v, uint64_t n) {
   uint64_t cur = __atomic_load_n(v, __ATOMIC_RELAXED), take;
@@ -401,4 +419,6 @@ void budget_atfork_parent(void) {
 }
 void budget_atfork_child(void) {
   pthread_mutex_init(&budget_init_lock, NULL);
+  for (int d = 0; d < VX_MAX_DEVICES; d++)
+    if (budget_ready(d)) ledger_atfork_child(budgets[d].ledger);
 }

@@ -31,6 +31,12 @@ uint64_t budget_physical(int dev);
  * until then.  0 when the device is not initialised. */
 uint64_t budget_usable(int dev);
 uint64_t budget_used(int dev);
+
+/* Native bytes this process could still charge on dev now: its limit less
+ * its use, and no more than the device's shared ledger leaves once every
+ * live vx process's share (this one's included) is taken: what
+ * cuMemGetInfo reports free under VX_REPORT_MEMORY=limit (interpose/meminfo.c). */
+uint64_t budget_room(int dev);
 /* Charges n bytes if they fit under the limit and the shared ledger grants
  * them (other live vx processes' shares leave room): returns 1 (charged)
  * or 0 (nothing charged: the allocation goes to managed memory). */

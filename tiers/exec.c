@@ -102,8 +102,9 @@ void exec_init(void) {
    * one line saying so is move_probe's). */
   ex_planning = vx_opt.POLICY == VX_POLICY_PREDICT && move_layouts();
   if (!vx_opt.TRACE.s[0]) return;
-  int rc = trace_rec_init(vx_opt.TRACE.s);
-  if (rc) vx_log(VX_LOG_ERROR, "VX_TRACE=%s: cannot create it (%d); no trace", vx_opt.TRACE.s, rc);
+  char why[128] = "";
+  int rc = trace_rec_init(vx_opt.TRACE.s, why, sizeof why);
+  if (rc) vx_log(VX_LOG_ERROR, "VX_TRACE=%s: cannot create it: %s; no trace", vx_opt.TRACE.s, why);
 }
 
 void exec_fini(void) {

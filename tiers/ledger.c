@@ -1,5 +1,6 @@
 /* ledger.c: the per-device budget ledger shared by a user's vx processes.
- * A robust process-shared mutex guards a fixed table of {pid, start, bytes}. */
+ * A robust process-shared mutex guards a fixed table of {pid, start, bytes};
+ * each holder keeps an OFD lock on its slot's byte, which the kernel drops at death. */
 #include "ledger.h"
 
 #include <errno.h>
@@ -18,10 +19,18 @@
 #define LEDGER_MAGIC UINT64_C(0x7678206c65646772) /* "vx ledgr" */
 #define LEDGER_VERSION 1u
 #define LEDGER_KEY_MAX 64
+/* Slot i's liveness lock is on byte LEDGER_LOCK_BASE + i of the segment
+ * file (past its end: a lock needs no data). */
+#define LEDGER_LOCK_BASE ((off_t)1 << 20)
+/* flags: the holder holds its slot's OFD lock for as long as it lives.
+ * Without it (a slot written by an older vx, or a kernel without OFD
+ * locks) liveness falls back to the pid and /proc start time, which mean
+ * nothing across PID namespaces. */
+#define SLOT_LOCKED 1u
 
 struct ledger_slot {
-  int32_t pid; /* 0 = free */
-  uint32_t reserved;
+  int32_t pid;    /* 0 = free; in the holder's PID namespace */
+  uint32_t flags; /* SLOT_LOCKED; 0 in segments written by older vx */
   uint64_t start; /* /proc start time; 0 = unknown (no procfs) */
   uint64_t bytes;
 };
@@ -35,14 +44,34 @@ struct ledger_seg {
   struct ledger_slot slot[LEDGER_SLOTS];
 };
 
-struct vx_ledger {
-  struct ledger_seg *seg;
-  int shared;   /* seg is the mapped segment (else calloc'ed) */
-  int observer; /* holds no slot */
-  int slot;     /* own slot index, -1 when none */
-  pid_t pid;    /* the process that owns `slot` (fork detection) */
-  uint64_t cap;
+/* The process-private table: from the start when no shared segment could
+ * be used, or after the shared one was truncated or replaced. */
+struct ledger_priv {
+  struct ledger_seg seg;
+  pid_t pid; /* the process that owns `slot` here (fork detection) */
+  int slot;
 };
+
+struct vx_ledger {
+  struct ledger_seg *seg;   /* the mapped segment (NULL when private from the start) */
+  struct ledger_priv *priv; /* atomic: set once, then the table in use */
+  int shared;               /* opened on the shared segment */
+  int observer;             /* holds no slot */
+  int slot;                 /* own slot index in seg, -1 when none */
+  pid_t pid;                /* the process that owns `slot` (fork detection) */
+  int fd;                   /* the segment file: holds this process's slot lock */
+  pid_t fd_pid;             /* the process whose open file description fd is */
+  int locks_blind;          /* fd is shared with a parent: OFD lock tests unusable */
+  uint64_t cap;
+  uint64_t mine; /* atomic: own share as last written, kept across a detach */
+  char key[LEDGER_KEY_MAX + 1];
+};
+
+static void (*ledger_warn)(const char *line); /* atomic */
+
+void ledger_set_warn(void (*warn)(const char *line)) {
+  __atomic_store_n(&ledger_warn, warn, __ATOMIC_RELEASE);
+}
 
 // ---- small helpers ----
 
@@ -105,10 +134,33 @@ uint64_t ledger_proc_start(pid_t pid) {
   return proc_stat(pid, &start) == 1 ? start : 0;
 }
 
-/* A slot's holder is alive unless proven dead: ESRCH, a zombie, or a
- * different start time (the pid was reused). */
-static int slot_alive(const struct ledger_slot *s) {
-  if (s->pid <= 0) return 0;
+/* Slot i's liveness lock on fd: F_OFD_SETLK with type F_WRLCK or F_UNLCK.
+ * 0 or -errno (-EAGAIN: another open file description holds it). */
+static int slot_lock_set(int fd, int i, short type) {
+  struct flock fl = {
+      .l_type = type, .l_whence = SEEK_SET, .l_start = LEDGER_LOCK_BASE + i, .l_len = 1};
+  if (fcntl(fd, F_OFD_SETLK, &fl) == 0) return 0;
+  return errno == EACCES ? -EAGAIN : -errno;
+}
+
+/* 1: slot i's lock is held (by another open file description than fd's),
+ * 0: nobody holds it, -1: cannot tell. */
+static int slot_lock_held(int fd, int i) {
+  struct flock fl = {
+      .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = LEDGER_LOCK_BASE + i, .l_len = 1};
+  if (fcntl(fd, F_OFD_GETLK, &fl) != 0) return -1;
+  return fl.l_type != F_UNLCK;
+}
+
+/* A slot's holder is alive unless proven dead.  A locked slot: its lock is
+ * gone (the kernel drops OFD locks when the holder's last descriptor closes:
+ * death, or exec), whatever PID namespace the holder is in.  An unlocked
+ * one (older vx): ESRCH, a zombie, or a different start time (the pid was
+ * reused).  fd < 0: no lock test possible; a locked slot counts as alive. */
+static int slot_alive(const struct ledger_slot *s, int fd, int i) {
+  if (s->pid == 0) return 0;
+  if (s->flags & SLOT_LOCKED) return fd < 0 || slot_lock_held(fd, i) != 0;
+  if (s->pid < 0) return 1;
   if (kill(s->pid, 0) != 0 && errno == ESRCH) return 0;
   if (s->start == 0) return 1;
   uint64_t start = 0;
@@ -119,9 +171,10 @@ static int slot_alive(const struct ledger_slot *s) {
 
 // ---- the table (caller holds seg->lock) ----
 
-static void reclaim_locked(struct ledger_seg *s, int self) {
+/* fd: the segment's descriptor for lock tests, -1 for none (private). */
+static void reclaim_locked(struct ledger_seg *s, int fd, int self) {
   for (int i = 0; i < LEDGER_SLOTS; i++) {
-    if (i != self && s->slot[i].pid != 0 && !slot_alive(&s->slot[i]))
+    if (i != self && s->slot[i].pid != 0 && !slot_alive(&s->slot[i], fd, i))
       memset(&s->slot[i], 0, sizeof s->slot[i]);
   }
 }
@@ -137,26 +190,32 @@ static uint64_t total_locked(const struct ledger_seg *s) {
   return sum;
 }
 
-/* Takes a free (or reclaimed) slot for the calling process; index or -ENOSPC. */
-static int claim_locked(struct ledger_seg *s) {
+/* Takes a free (or reclaimed) slot for the calling process and, with fd
+ * >= 0 (the shared segment), its liveness lock; index or -ENOSPC. */
+static int claim_locked(struct ledger_seg *s, int fd) {
   for (int pass = 0; pass < 2; pass++) {
     for (int i = 0; i < LEDGER_SLOTS; i++) {
       if (s->slot[i].pid != 0) continue;
+      int lk = fd >= 0 ? slot_lock_set(fd, i, F_WRLCK) : -ENOSYS;
+      if (lk == -EAGAIN) continue; /* a freed slot whose lock is still held */
       s->slot[i].pid = (int32_t)getpid();
+      s->slot[i].flags = lk == 0 ? SLOT_LOCKED : 0;
       s->slot[i].start = ledger_proc_start(getpid());
       s->slot[i].bytes = 0;
       return i;
     }
-    reclaim_locked(s, -1);
+    reclaim_locked(s, fd, -1);
   }
   return -ENOSPC;
 }
 
-static int seg_lock(struct ledger_seg *s, int self) {
+/* Locks the table; a holder that died inside the lock is repaired after
+ * (the table is consistent slot by slot) and dead slots reclaimed. */
+static int seg_lock(struct ledger_seg *s, int fd, int self) {
   int rc = pthread_mutex_lock(&s->lock);
-  if (rc == EOWNERDEAD) { /* the holder died: the table is consistent slot by slot */
+  if (rc == EOWNERDEAD) {
     pthread_mutex_consistent(&s->lock);
-    reclaim_locked(s, self);
+    reclaim_locked(s, fd, self);
     rc = 0;
   }
   return -rc;
@@ -179,15 +238,40 @@ static int seg_init_lock(struct ledger_seg *s, int pshared) {
   return -rc;
 }
 
+/* After fork() the child inherits the parent's descriptor, so its open file
+ * description and the parent's slot lock: lock tests through it would see
+ * the parent's slot as free.  The child opens the file anew (its own
+ * description; the parent's lock is left with the parent).  Caller holds
+ * the table lock (threads of the child serialise here). */
+static void fork_fixup_locked(vx_ledger_t *l) {
+  if (l->fd < 0 || l->fd_pid == getpid()) return;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", l->fd);
+  int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) {
+    close(l->fd); /* the parent still holds the description and its lock */
+    l->fd = fd;
+    l->locks_blind = 0;
+  } else {
+    l->locks_blind = 1; /* no /proc: count every locked slot as alive */
+  }
+  l->fd_pid = getpid();
+}
+
+static int lock_fd(const vx_ledger_t *l) {
+  return l->locks_blind ? -1 : l->fd;
+}
+
 /* After fork() the child inherits the parent's handle: give it a slot of its
  * own rather than touching the parent's.  Caller holds the lock. */
 static int self_locked(vx_ledger_t *l) {
   if (l->observer) return -EPERM;
   if (l->pid == getpid()) return l->slot;
-  int i = claim_locked(l->seg);
+  int i = claim_locked(l->seg, lock_fd(l));
   if (i < 0) return i;
   l->slot = i;
   l->pid = getpid();
+  __atomic_store_n(&l->mine, 0, __ATOMIC_RELAXED);
   return i;
 }
 
@@ -245,7 +329,10 @@ static int seg_map_fd(int fd, int create, const char *name, struct ledger_seg **
   return rc;
 }
 
-static int seg_map(const char *key, int create, struct ledger_seg **out, char *err, size_t n) {
+/* Maps the segment of `key`; *fd_out keeps the file open (the slot lock
+ * lives on it, and fstat guards every use of the mapping). */
+static int seg_map(const char *key, int create, struct ledger_seg **out, int *fd_out, char *err,
+                   size_t n) {
   char name[128];
   seg_name(name, sizeof name, key);
   int fd = shm_open(name, O_RDWR | (create ? O_CREAT : 0) | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -257,26 +344,141 @@ static int seg_map(const char *key, int create, struct ledger_seg **out, char *e
   int rc = flock(fd, LOCK_EX) == 0 ? 0 : -errno; /* serialises initialisation */
   if (!rc) rc = seg_map_fd(fd, create, name, out, err, n);
   if (rc && err && n && !err[0]) say(err, n, "cannot use /dev/shm%s: %s", name, strerror(-rc));
-  flock(fd, LOCK_UN); /* explicitly: the mapping keeps the open file alive */
-  close(fd);
+  flock(fd, LOCK_UN);
+  if (rc)
+    close(fd);
+  else
+    *fd_out = fd;
   return rc;
 }
 
-// ---- opening and closing ----
+// ---- the table in use: shared while intact, else private ----
 
-static vx_ledger_t *open_private(vx_ledger_t *l) {
-  l->seg = calloc(1, sizeof *l->seg);
-  if (!l->seg || seg_init_lock(l->seg, 0) != 0) {
-    free(l->seg);
-    free(l);
+/* The shared segment's file still has the full size: touching the mapping
+ * cannot raise SIGBUS.  (A truncation between this check and the access
+ * still could: the window is the few instructions up to the next check.) */
+static int seg_file_intact(const vx_ledger_t *l) {
+  struct stat st;
+  return fstat(l->fd, &st) == 0 && st.st_size >= (off_t)sizeof(struct ledger_seg);
+}
+
+/* Under the table lock: the segment is still ours (not re-created over a
+ * truncation: magic set, our slot still names us). */
+static int seg_ours_locked(const vx_ledger_t *l) {
+  const struct ledger_seg *s = l->seg;
+  if (s->magic != LEDGER_MAGIC || s->version != LEDGER_VERSION || s->nslots != LEDGER_SLOTS)
+    return 0;
+  if (l->observer || l->pid != getpid() || l->slot < 0) return 1;
+  return s->slot[l->slot].pid == (int32_t)l->pid;
+}
+
+static struct ledger_priv *priv_new(pid_t pid, uint64_t bytes) {
+  struct ledger_priv *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  if (seg_init_lock(&p->seg, 0) != 0) {
+    free(p);
     return NULL;
   }
-  l->shared = 0;
-  l->slot = 0;
-  l->pid = getpid();
-  l->seg->slot[0].pid = (int32_t)l->pid;
-  return l;
+  p->pid = pid;
+  p->slot = 0;
+  p->seg.slot[0].pid = (int32_t)pid;
+  p->seg.slot[0].bytes = bytes;
+  return p;
 }
+
+/* The shared segment was truncated or replaced under this process: from
+ * now on a private table holding this process's share (said once).
+ * 0, or -errno when there is nothing to fall back to (an observer, or no
+ * memory: the caller gives up this call). */
+static int detach(vx_ledger_t *l) {
+  if (__atomic_load_n(&l->priv, __ATOMIC_ACQUIRE)) return 0;
+  if (l->observer) return -ENOENT;
+  uint64_t mine = l->pid == getpid() ? __atomic_load_n(&l->mine, __ATOMIC_RELAXED) : 0;
+  struct ledger_priv *p = priv_new(getpid(), mine), *none = NULL;
+  if (!p) return -ENOMEM;
+  if (!__atomic_compare_exchange_n(&l->priv, &none, p, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    pthread_mutex_destroy(&p->seg.lock);
+    free(p); /* another thread detached first */
+    return 0;
+  }
+  void (*warn)(const char *) = __atomic_load_n(&ledger_warn, __ATOMIC_ACQUIRE);
+  if (warn) {
+    char line[256];
+    snprintf(line, sizeof line,
+             "ledger %s: its shared segment was truncated or replaced under this process; "
+             "using a private ledger (other processes not counted)",
+             l->key);
+    warn(line);
+  }
+  return 0;
+}
+
+/* Locks the table the handle uses now and returns it, with *self the
+ * caller's slot there: claimed for a fork child when `claim`, else -1 when
+ * it has none.  NULL when nothing is locked (an observer of a lost
+ * segment, a lock error; -errno in *self). */
+static struct ledger_seg *acquire(vx_ledger_t *l, int claim, int *self) {
+  for (;;) {
+    struct ledger_priv *p = __atomic_load_n(&l->priv, __ATOMIC_ACQUIRE);
+    if (p) {
+      int rc = pthread_mutex_lock(&p->seg.lock);
+      if (rc) {
+        *self = -rc;
+        return NULL;
+      }
+      if (p->pid != getpid() && claim && !l->observer) {
+        int i = claim_locked(&p->seg, -1);
+        if (i >= 0) p->pid = getpid(), p->slot = i;
+      }
+      *self = p->pid == getpid() ? p->slot : -1;
+      return &p->seg;
+    }
+    int rc = seg_file_intact(l) ? 0 : detach(l);
+    if (rc) {
+      *self = rc;
+      return NULL;
+    }
+    if (__atomic_load_n(&l->priv, __ATOMIC_ACQUIRE)) continue;
+    int dead = 0;
+    rc = pthread_mutex_lock(&l->seg->lock);
+    if (rc == EOWNERDEAD) { /* repaired below, once this process may test locks */
+      pthread_mutex_consistent(&l->seg->lock);
+      dead = 1;
+      rc = 0;
+    }
+    if (rc) {
+      *self = -rc;
+      return NULL;
+    }
+    int intact = seg_file_intact(l);
+    if (!intact || !seg_ours_locked(l)) {
+      /* Truncated while we waited: re-extend it (zeros) so that the unlock
+       * and glibc's robust-mutex list cannot fault; a newcomer will then
+       * initialise it afresh.  Either way this process leaves it. */
+      if (!intact && ftruncate(l->fd, sizeof *l->seg) != 0) {
+        /* cannot re-extend: leave the lock word alone rather than fault */
+      } else {
+        seg_unlock(l->seg);
+      }
+      if ((rc = detach(l)) != 0) {
+        *self = rc;
+        return NULL;
+      }
+      continue;
+    }
+    fork_fixup_locked(l);
+    int i = l->observer ? -1 : l->pid == getpid() ? l->slot : claim ? self_locked(l) : -1;
+    if (dead) reclaim_locked(l->seg, lock_fd(l), i);
+    *self = i;
+    return l->seg;
+  }
+}
+
+static void release_table(struct ledger_seg *s) {
+  seg_unlock(s);
+}
+
+// ---- opening and closing ----
 
 static void add_fallback_note(char *err, size_t n) {
   size_t len = strlen(err);
@@ -292,25 +494,35 @@ vx_ledger_t *ledger_open_key(const char *key, uint64_t device_capacity, char *er
     return NULL;
   }
   l->cap = device_capacity;
+  l->fd = -1;
+  l->slot = -1;
+  l->pid = getpid();
   if (!key_ok(key)) {
     say(err, n, "ledger key must be 1-%d characters of [A-Za-z0-9_-]", LEDGER_KEY_MAX);
-  } else if (seg_map(key, 1, &l->seg, err, n) == 0) {
+  } else if (seg_map(key, 1, &l->seg, &l->fd, err, n) == 0) {
+    snprintf(l->key, sizeof l->key, "%s", key);
     l->shared = 1;
-    int rc = seg_lock(l->seg, -1);
+    l->fd_pid = getpid();
+    int rc = seg_lock(l->seg, l->fd, -1);
     if (rc == 0) {
-      rc = l->slot = claim_locked(l->seg);
+      rc = l->slot = claim_locked(l->seg, l->fd);
       seg_unlock(l->seg);
     }
-    l->pid = getpid();
     if (rc >= 0) return l;
     if (rc == -ENOSPC)
       say(err, n, "ledger table for %s is full (%d processes)", key, LEDGER_SLOTS);
     else
       say(err, n, "ledger lock for %s unusable: %s", key, strerror(-rc));
     munmap(l->seg, sizeof *l->seg);
+    close(l->fd);
+    l->seg = NULL;
+    l->fd = -1;
+    l->shared = 0;
   }
   if (err && n) add_fallback_note(err, n);
-  if (!open_private(l)) {
+  l->priv = priv_new(l->pid, 0);
+  if (!l->priv) {
+    free(l);
     say(err, n, "ledger: out of memory");
     return NULL;
   }
@@ -328,31 +540,43 @@ vx_ledger_t *ledger_observe_key(const char *key, char *err, size_t n) {
     say(err, n, "ledger: out of memory");
     return NULL;
   }
-  if (seg_map(key, 0, &l->seg, err, n) != 0) {
+  if (seg_map(key, 0, &l->seg, &l->fd, err, n) != 0) {
     free(l);
     return NULL;
   }
+  snprintf(l->key, sizeof l->key, "%s", key);
   l->shared = 1;
   l->observer = 1;
   l->slot = -1;
   l->pid = getpid();
+  l->fd_pid = getpid();
   return l;
 }
 
 void ledger_close(vx_ledger_t *l) {
   if (!l) return;
-  if (!l->observer && l->pid == getpid() && seg_lock(l->seg, l->slot) == 0) {
-    struct ledger_slot *s = &l->seg->slot[l->slot];
-    if (s->pid == (int32_t)l->pid) memset(s, 0, sizeof *s);
-    seg_unlock(l->seg);
+  int self;
+  struct ledger_seg *s = l->observer ? NULL : acquire(l, 0, &self);
+  if (s) {
+    if (self >= 0 && s->slot[self].pid == (int32_t)getpid()) {
+      memset(&s->slot[self], 0, sizeof s->slot[self]);
+      /* explicitly: a fork child may share this description and keep it */
+      if (s == l->seg) slot_lock_set(l->fd, self, F_UNLCK);
+    }
+    release_table(s);
   }
-  if (l->shared) {
-    munmap(l->seg, sizeof *l->seg);
-  } else {
-    pthread_mutex_destroy(&l->seg->lock);
-    free(l->seg);
+  if (l->seg) munmap(l->seg, sizeof *l->seg);
+  if (l->fd >= 0) close(l->fd);
+  if (l->priv) {
+    pthread_mutex_destroy(&l->priv->seg.lock);
+    free(l->priv);
   }
   free(l);
+}
+
+void ledger_atfork_child(vx_ledger_t *l) {
+  struct ledger_priv *p = l ? __atomic_load_n(&l->priv, __ATOMIC_ACQUIRE) : NULL;
+  if (p) seg_init_lock(&p->seg, 0);
 }
 
 char *ledger_key_uuid(const unsigned char uuid[16], char out[33]) {
@@ -374,62 +598,85 @@ int ledger_unlink_key(const char *key) {
 
 // ---- shares ----
 
+/* The fd for lock tests on table s: the segment's, none for a private one. */
+static int test_fd(const vx_ledger_t *l, const struct ledger_seg *s) {
+  return s == l->seg ? lock_fd(l) : -1;
+}
+
 int ledger_reserve(vx_ledger_t *l, uint64_t bytes) {
   if (l->observer) return -EPERM;
-  int rc = seg_lock(l->seg, l->slot);
-  if (rc) return rc;
-  int self = self_locked(l);
+  int self;
+  struct ledger_seg *s = acquire(l, 1, &self);
+  if (!s) return self;
   if (self < 0) {
-    seg_unlock(l->seg);
+    release_table(s);
     return self;
   }
-  uint64_t sum = total_locked(l->seg), cap = ledger_capacity(l);
+  int rc = 0;
+  uint64_t sum = total_locked(s), cap = ledger_capacity(l);
   if (sum > cap || bytes > cap - sum) {
-    reclaim_locked(l->seg, self);
-    sum = total_locked(l->seg);
+    reclaim_locked(s, test_fd(l, s), self);
+    sum = total_locked(s);
   }
   if (bytes > UINT64_MAX - sum)
     rc = -EOVERFLOW;
   else if (sum > cap || bytes > cap - sum)
     rc = -ENOMEM;
   else
-    l->seg->slot[self].bytes += bytes;
-  seg_unlock(l->seg);
+    s->slot[self].bytes += bytes;
+  __atomic_store_n(&l->mine, s->slot[self].bytes, __ATOMIC_RELAXED);
+  release_table(s);
   return rc;
 }
 
 int ledger_release(vx_ledger_t *l, uint64_t bytes) {
   if (l->observer) return -EPERM;
-  int rc = seg_lock(l->seg, l->slot);
-  if (rc) return rc;
-  int self = self_locked(l);
+  int self;
+  struct ledger_seg *s = acquire(l, 1, &self);
+  if (!s) return self;
+  int rc = self;
   if (self >= 0) {
-    struct ledger_slot *s = &l->seg->slot[self];
-    rc = bytes > s->bytes ? -ERANGE : 0;
-    s->bytes = bytes > s->bytes ? 0 : s->bytes - bytes;
-  } else {
-    rc = self;
+    struct ledger_slot *sl = &s->slot[self];
+    rc = bytes > sl->bytes ? -ERANGE : 0;
+    sl->bytes = bytes > sl->bytes ? 0 : sl->bytes - bytes;
+    __atomic_store_n(&l->mine, sl->bytes, __ATOMIC_RELAXED);
   }
-  seg_unlock(l->seg);
+  release_table(s);
   return rc;
 }
 
 uint64_t ledger_share(vx_ledger_t *l) {
   uint64_t b = 0;
-  if (l->observer || seg_lock(l->seg, l->slot) != 0) return 0;
-  if (l->pid == getpid()) b = l->seg->slot[l->slot].bytes;
-  seg_unlock(l->seg);
+  int self;
+  struct ledger_seg *s = l->observer ? NULL : acquire(l, 0, &self);
+  if (!s) return 0;
+  if (self >= 0) b = s->slot[self].bytes;
+  release_table(s);
   return b;
 }
 
 uint64_t ledger_others(vx_ledger_t *l) {
-  int self = l->observer || l->pid != getpid() ? -1 : l->slot;
-  if (seg_lock(l->seg, self) != 0) return 0;
-  reclaim_locked(l->seg, self);
-  uint64_t sum = total_locked(l->seg);
-  uint64_t mine = self >= 0 ? l->seg->slot[self].bytes : 0;
-  seg_unlock(l->seg);
+  int self;
+  struct ledger_seg *s = acquire(l, 0, &self);
+  if (!s) return 0;
+  reclaim_locked(s, test_fd(l, s), self);
+  uint64_t sum = total_locked(s);
+  uint64_t mine = self >= 0 ? s->slot[self].bytes : 0;
+  release_table(s);
   return sum - mine;
+}
+
+uint64_t ledger_room(vx_ledger_t *l) {
+  int self;
+  struct ledger_seg *s = l->observer ? NULL : acquire(l, 0, &self);
+  if (!s) return 0;
+  uint64_t sum = total_locked(s), cap = ledger_capacity(l);
+  if (sum > cap) {
+    reclaim_locked(s, test_fd(l, s), self);
+    sum = total_locked(s);
+  }
+  release_table(s);
+  return sum < cap ? cap - sum : 0;
 }
 
 uint64_t ledger_capacity(const vx_ledger_t *l) {
@@ -441,22 +688,22 @@ void ledger_set_capacity(vx_ledger_t *l, uint64_t device_capacity) {
 }
 
 int ledger_is_shared(const vx_ledger_t *l) {
-  return l->shared;
+  return l->shared && !__atomic_load_n(&l->priv, __ATOMIC_ACQUIRE);
 }
 
 int ledger_list(vx_ledger_t *l, void (*cb)(const ledger_entry_t *e, void *arg), void *arg) {
   ledger_entry_t e[LEDGER_SLOTS];
-  int count = 0;
-  int self = l->observer || l->pid != getpid() ? -1 : l->slot;
-  if (seg_lock(l->seg, self) != 0) return 0;
-  reclaim_locked(l->seg, self);
+  int count = 0, self;
+  struct ledger_seg *s = acquire(l, 0, &self);
+  if (!s) return 0;
+  reclaim_locked(s, test_fd(l, s), self);
   for (int i = 0; i < LEDGER_SLOTS; i++) {
-    const struct ledger_slot *s = &l->seg->slot[i];
-    if (s->pid == 0) continue;
-    e[count] = (ledger_entry_t){s->pid, s->start, s->bytes, i == self};
+    const struct ledger_slot *sl = &s->slot[i];
+    if (sl->pid == 0) continue;
+    e[count] = (ledger_entry_t){sl->pid, sl->start, sl->bytes, i == self};
     count++;
   }
-  seg_unlock(l->seg);
+  release_table(s);
   for (int i = 0; i < count; i++)
     cb(&e[i], arg);
   return count;

@@ -16,8 +16,27 @@ extern "C" {
  * the device ordinal, or a device UUID through ledger_open_key) recording the
  * bytes it has reserved.  The table is guarded by a robust process-shared
  * mutex: a process killed while holding the lock (or a share) is detected
- * (kill(pid,0) == ESRCH, a zombie, or a different /proc start time: pid
- * reuse) and its share reclaimed by the next caller.
+ * and its share reclaimed by the next caller.
+ *
+ * Liveness survives PID namespaces (containers sharing /dev/shm with
+ * --ipc=host): each holder keeps an open-file-description lock
+ * (F_OFD_SETLK) on one byte of the segment file per slot, for as long as
+ * it holds the slot.  The kernel drops it when the holder dies (or execs:
+ * the descriptor is O_CLOEXEC), and any process, in any namespace, tests it
+ * with F_OFD_GETLK; a slot is reclaimed only when its lock is provably
+ * gone.  Slots without the lock (written by an older vx, or where the
+ * kernel has no OFD locks) fall back to kill(pid,0) == ESRCH, a zombie, or
+ * a different /proc start time (pid reuse), which only hold within one
+ * namespace.  A fork child that inherited the descriptor and never used the
+ * ledger keeps its parent's slot alive until it exits too (conservative).
+ *
+ * Truncation of the segment file (e.g. ftruncate to 0 by another process)
+ * must not kill this process with SIGBUS: the file's size is checked with
+ * fstat before the mapping is touched and again under the lock; a segment
+ * that shrank or was re-created under us is left for a private ledger that
+ * keeps this process's share (one line through ledger_set_warn's
+ * callback).  The remaining window is a truncation in the few instructions
+ * between the check and the access.
  *
  * The segment is private to the user: created 0600 (fchmod, whatever the
  * umask), and one that is owned by another user, has another mode, or has a
@@ -75,6 +94,15 @@ uint64_t ledger_share(vx_ledger_t *l);
 /* Bytes held by other live processes (dead ones are reclaimed first). */
 uint64_t ledger_others(vx_ledger_t *l);
 
+/* What a ledger_reserve() could still get now: the capacity less every
+ * live share, this process's included (0 for an observer). */
+uint64_t ledger_room(vx_ledger_t *l);
+
+/* Where the one line goes when a handle leaves a truncated or re-created
+ * segment for a private ledger (libvx: vx_log).  NULL (the default): said
+ * nowhere.  The callback must not call into the ledger. */
+void ledger_set_warn(void (*warn)(const char *line));
+
 /* The capacity given at open (0 for an observer). */
 uint64_t ledger_capacity(const vx_ledger_t *l);
 
@@ -84,7 +112,8 @@ uint64_t ledger_capacity(const vx_ledger_t *l);
  * an observer or NULL. */
 void ledger_set_capacity(vx_ledger_t *l, uint64_t device_capacity);
 
-/* 1 when the handle uses the shared segment, 0 when it is private. */
+/* 1 when the handle uses the shared segment, 0 when it is private (from the
+ * start, or since the shared segment was truncated or replaced). */
 int ledger_is_shared(const vx_ledger_t *l);
 
 /* Calls cb once per live slot (dead ones are reclaimed first), from a copy
@@ -101,6 +130,12 @@ void ledger_close(vx_ledger_t *l);
  * hex digits into out (33 bytes with the NUL).  Keying by UUID keeps one
  * ledger per physical GPU whatever CUDA_VISIBLE_DEVICES renumbers.  Returns out. */
 char *ledger_key_uuid(const unsigned char uuid[16], char out[33]);
+
+/* In a fork child (libvx: budget.c's atfork child handler): re-initialises
+ * the process-private table's lock, which a parent thread may have held at
+ * fork().  The shared segment's lock needs nothing (see LOCKS.md).  NULL is
+ * ignored. */
+void ledger_atfork_child(vx_ledger_t *l);
 
 /* Removes the segment of `key` (tests, `vx` maintenance).  0 or -errno. */
 int ledger_unlink_key(const char *key);

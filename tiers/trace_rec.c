@@ -5,11 +5,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "exec.h"
+#include "outfile.h"
 #include "registry.h"
 #include "trace.h"
 #include "vx.h"
@@ -33,15 +35,21 @@ int trace_rec_on(void) {
   return __atomic_load_n(&tr_on, __ATOMIC_RELAXED);
 }
 
-int trace_rec_init(const char *path) {
+int trace_rec_init(const char *path, char *why, size_t n) {
   tr_buf = malloc(TR_BUF);
-  if (!tr_buf) return -ENOMEM;
-  tr_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (!tr_buf) {
+    snprintf(why, n, "out of memory");
+    return -ENOMEM;
+  }
+  /* A regular file only: the header is rewritten in place at the end, and
+   * a FIFO's reader would stall every launch.  The open never blocks. */
+  tr_fd = vx_outfile_open(path, VX_OUT_REGULAR, why, n);
   if (tr_fd < 0) {
-    int e = errno;
+    int e = tr_fd;
+    tr_fd = -1;
     free(tr_buf);
     tr_buf = NULL;
-    return -e;
+    return e;
   }
   __atomic_store_n(&tr_on, 1, __ATOMIC_RELEASE);
   return 0;

@@ -3,13 +3,16 @@
 #ifndef VX_TIERS_TRACE_REC_H
 #define VX_TIERS_TRACE_REC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "policy.h"
 
-/* Creates (truncates) `path` with mode 0600 and turns recording on.
- * Returns 0 or -errno (recording stays off; the caller says why). */
-int trace_rec_init(const char *path);
+/* Creates (truncates) `path` with mode 0600 and turns recording on.  The
+ * path must be a regular file (or absent); the open never blocks (a FIFO
+ * is refused).  Returns 0 or -errno (recording stays off) with `why` (n
+ * bytes) filled with the reason for the caller's line. */
+int trace_rec_init(const char *path, char *why, size_t n);
 /* Nonzero while recording: one relaxed load, for the launch hot path. */
 int trace_rec_on(void);
 

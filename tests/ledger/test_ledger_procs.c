@@ -371,7 +371,7 @@ START_TEST(test_pid_reuse_not_alive) {
   ck_assert_uint_ne(cstart, 0);
   /* slot 1: the live pid with a wrong start time (its pid was reused);
    * slot 2: the same pid with the right start time (truly alive) */
-  ck_assert_int_eq(seg_lock(a->seg, a->slot), 0);
+  ck_assert_int_eq(seg_lock(a->seg, a->fd, a->slot), 0);
   int fake = -1, real = -1;
   for (int i = 0; i < LEDGER_SLOTS; i++) {
     if (a->seg->slot[i].pid == c)

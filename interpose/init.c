@@ -147,10 +147,15 @@ void vx_stats_limits_changed(void) {
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
   if (!vx_opt.STATS) return;
   pthread_mutex_lock(&lock);
+  /* The host and NVMe limits are the process's, shown beside each device
+   * it uses: on the slots of unused devices they would make vx top and vx
+   * stat list all sixteen. */
   for (int d = 0; d < VX_MAX_DEVICES; d++) {
+    int used = budget_physical(d) != 0; /* set up: the program uses it */
     limits[d][VX_LIMIT_DEVICE] = budget_limit(d);
-    limits[d][VX_LIMIT_HOST] = vx_size_resolve(&vx_opt.HOST_LIMIT, 0);
-    limits[d][VX_LIMIT_NVME] = vx_opt.NVME_DIR.s[0] ? vx_size_resolve(&vx_opt.NVME_LIMIT, 0) : 0;
+    limits[d][VX_LIMIT_HOST] = used ? vx_size_resolve(&vx_opt.HOST_LIMIT, 0) : 0;
+    limits[d][VX_LIMIT_NVME] =
+        used && vx_opt.NVME_DIR.s[0] ? vx_size_resolve(&vx_opt.NVME_LIMIT, 0) : 0;
   }
   vx_stats_shm_set_limits(&limits[0][0]);
   pthread_mutex_unlock(&lock);

@@ -15,6 +15,11 @@ vx_top_state_t *vx_top_new(void);
 void vx_top_free(vx_top_state_t *st);
 /* Shows only process pid from now on (0: all processes, the default). */
 void vx_top_only(vx_top_state_t *st, pid_t pid);
+/* At most rows lines per frame from now on (0: no limit): what does not
+ * fit is cut, and the last line says how much and how to see it. */
+void vx_top_rows(vx_top_state_t *st, int rows);
+/* The processes the last frame showed. */
+int vx_top_shown(const vx_top_state_t *st);
 /* Samples every live vx process and prints one frame, no line wider than
  * width (<= VX_TOP_WIDTH) columns.  Rates are deltas against the previous
  * frame, or averages since each process started on its first appearance. */

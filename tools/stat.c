@@ -68,8 +68,8 @@ static void print_text(const vx_stats_view_t *v) {
     if (vx_stats_dev_active(v, d)) text_device(v, d);
 }
 
-static void json_device(const vx_stats_view_t *v, unsigned d) {
-  printf("%s{\"device\":%u,\"limits\":{", d ? "," : "", d);
+static void json_device(const vx_stats_view_t *v, unsigned d, int first) {
+  printf("%s{\"device\":%u,\"limits\":{", first ? "" : ",", d);
   for (unsigned l = 0; l < VX_LIMIT_COUNT; l++)
     printf("%s\"%s\":%llu", l ? "," : "", limit_names[l],
            (unsigned long long)vx_stats_limit(v, d, l));
@@ -86,8 +86,10 @@ static void print_json(const vx_stats_view_t *v, int first) {
   printf(",\"start_ns\":%llu,\"heartbeat_ns\":%llu,\"version\":%u,\"devices\":[",
          (unsigned long long)v->hdr.start_ns, (unsigned long long)vx_stats_heartbeat(v),
          v->hdr.version);
-  for (unsigned d = 0; d < v->hdr.ndev; d++)
-    json_device(v, d);
+  /* The devices in use, as the text form (the segment has a slot for
+   * every device the process could use). */
+  for (unsigned d = 0, n = 0; d < v->hdr.ndev; d++)
+    if (vx_stats_dev_active(v, d)) json_device(v, d, n++ == 0);
   printf("]}");
 }
 

@@ -43,12 +43,12 @@ static void term_enter(void) {
     t.c_cc[VTIME] = 0;
     tcsetattr(STDIN_FILENO, TCSANOW, &t);
   }
-  fputs("\033[?25l", stdout); /* hide the cursor */
+  fputs("\033[?1049h\033[?25l", stdout); /* the alternate screen, cursor hidden */
 }
 
 static void term_leave(void) {
   if (tio_saved) tcsetattr(STDIN_FILENO, TCSANOW, &saved_tio);
-  fputs("\033[?25h\n", stdout);
+  fputs("\033[?25h\033[?1049l", stdout); /* the user's screen back as it was */
   fflush(stdout);
 }
 
@@ -57,6 +57,12 @@ static int term_width(void) {
   if (!ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) && ws.ws_col > 0 && ws.ws_col < VX_TOP_WIDTH)
     return ws.ws_col;
   return VX_TOP_WIDTH;
+}
+
+/* Rows of the terminal (0: unknown, no limit). */
+static int term_rows(void) {
+  struct winsize ws;
+  return !ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) && ws.ws_row > 0 ? ws.ws_row : 0;
 }
 
 /* Waits up to secs for a key; returns 1 when the user asked to quit. */
@@ -83,16 +89,27 @@ static int loop(double interval, long count, int live, pid_t only) {
     sigaction(SIGHUP, &sa, NULL);
     term_enter();
   }
+  int rc = 0;
   for (long n = 0; !count || n < count; n++) {
     if (n && wait_key(interval)) break;
     if (live) fputs("\033[H\033[2J", stdout);
+    /* A live frame keeps to the screen: its last row stays free for the
+     * cursor, so that nothing scrolls. */
+    int rows = live ? term_rows() : 0;
+    vx_top_rows(st, rows > 1 ? rows - 1 : rows);
     vx_top_frame(st, stdout, live ? term_width() : VX_TOP_WIDTH, interval);
     fflush(stdout);
     if (live && stop_sig) break;
+    if (only && !live && !vx_top_shown(st)) { /* as vx stat PID: nothing to show is an error */
+      fprintf(stderr, "vx top: no vx statistics for pid %d (not running under vx, or VX_STATS=0)\n",
+              (int)only);
+      rc = 1;
+      break;
+    }
   }
   if (live) term_leave();
   vx_top_free(st);
-  return 0;
+  return rc;
 }
 
 int vx_cmd_top(int argc, char **argv) {

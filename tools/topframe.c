@@ -35,6 +35,7 @@ struct vx_top_state {
   double interval;
   int nprocs;
   pid_t only;
+  int rows; /* 0: no limit */
 };
 
 vx_top_state_t *vx_top_new(void) {
@@ -173,6 +174,34 @@ void vx_top_only(vx_top_state_t *st, pid_t pid) {
   st->only = pid;
 }
 
+void vx_top_rows(vx_top_state_t *st, int rows) {
+  st->rows = rows;
+}
+
+int vx_top_shown(const vx_top_state_t *st) {
+  return st->nprocs;
+}
+
+/* Writes text's first `rows` lines (all when rows is 0); when lines were
+ * left out, the last one written says how many and how to see them. */
+static void put_rows(FILE *out, const char *text, int rows, pid_t only) {
+  int total = 0;
+  for (const char *p = text; *p; p++)
+    total += *p == '\n';
+  if (!rows || total <= rows) {
+    fputs(text, out);
+    return;
+  }
+  const char *p = text;
+  for (int i = 0; i < rows - 1; i++) {
+    const char *nl = strchr(p, '\n');
+    fwrite(p, 1, (size_t)(nl - p + 1), out);
+    p = nl + 1;
+  }
+  fprintf(out, "... %d more line%s: a taller terminal%s\n", total - rows + 1,
+          total - rows + 1 == 1 ? "" : "s", only ? "" : ", or vx top PID for one process");
+}
+
 static void show_proc(pid_t pid, void *arg) {
   vx_top_state_t *st = arg;
   vx_stats_view_t v;
@@ -260,8 +289,8 @@ void vx_top_frame(vx_top_state_t *st, FILE *out, int width, double interval) {
   time_t t = time(NULL);
   struct tm tm;
   strftime(clock, sizeof clock, "%H:%M:%S", localtime_r(&t, &tm));
-  char *body = NULL;
-  size_t len = 0;
+  char *body = NULL, *head = NULL;
+  size_t len = 0, hlen = 0;
   FILE *mem = open_memstream(&body, &len);
   st->out = mem ? mem : out;
   st->width = width > VX_TOP_WIDTH ? VX_TOP_WIDTH : width;
@@ -271,13 +300,29 @@ void vx_top_frame(vx_top_state_t *st, FILE *out, int width, double interval) {
   prune(st);
   ledgers(st);
   if (mem) fclose(mem);
-  st->out = out;
+  FILE *hm = mem ? open_memstream(&head, &hlen) : NULL;
+  st->out = hm ? hm : out;
   emit(st, "vx top - %s  %d process%s  every %.1fs  q quits", clock, st->nprocs,
        st->nprocs == 1 ? "" : "es", interval);
   if (n < 0)
     emit(st, "cannot read /dev/shm");
   else if (!st->nprocs)
     emit(st, "no process of this user is running under vx (with VX_STATS=1)");
-  if (body) fputs(body, out);
+  if (hm) fclose(hm);
+  st->out = out;
+  if (head && body) {
+    char *all = malloc(hlen + len + 1);
+    if (all) {
+      memcpy(all, head, hlen);
+      memcpy(all + hlen, body, len + 1);
+      put_rows(out, all, st->rows, st->only);
+    } else {
+      fputs(head, out), fputs(body, out);
+    }
+    free(all);
+  } else if (body) {
+    fputs(body, out);
+  }
+  free(head);
   free(body);
 }

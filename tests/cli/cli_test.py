@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """cli_test.py: scenario tests of the vx command-line tool, one per argument
-(run, env, stat, top, pty, report, doctor, usage, man, e2e, install, deb).
+(run, env, stat, top, pty, pty_rows, report, doctor, usage, man, e2e, install, deb).
 Exit 0 = pass, 1 = fail, 77 = skip (with the reason on stderr)."""
 import glob
 import json
@@ -329,7 +329,8 @@ def test_top():
         r = vx("top", "--once", str(seg.pid))
         check(f"PID {seg.pid} " in r.stdout and r.stdout.count("PID ") == 1, "only that pid")
         r = vx("top", "1", "--once")
-        check("PID " not in r.stdout and "no process" in r.stdout, "pid 1 is not under vx")
+        check(r.returncode == 1 and "PID " not in r.stdout and "no vx statistics for pid 1" in r.stderr,
+              f"pid 1 is not under vx: exit 1, as vx stat 1: {r}")
         r = vx("top", "--count", "2", "--interval", "0.1")
         check(r.returncode == 0 and r.stdout.count("vx top - ") == 2, "two frames when piped")
     finally:
@@ -349,7 +350,8 @@ def test_pty():
             check(r.returncode == 0, f"{key}: {r.stdout} {r.stderr}")
             text = open(out, encoding="utf-8", errors="replace").read()
             check(text.count("\x1b[H\x1b[2J") >= 3, "frames clear the screen")
-            check(text.rstrip().endswith("\x1b[?25h"), "cursor shown again at exit")
+            check(text.startswith("\x1b[?1049h"), "the alternate screen first")
+            check(text.rstrip().endswith("\x1b[?25h\x1b[?1049l"), "cursor and the user's screen back at exit")
             check_width(text.replace("\x1b[H\x1b[2J", "\n"))
             frames = [visible(f) for f in text.split("\x1b[H\x1b[2J")[2:]]
             # The newest frame that shows our process (a frame drawn while the
@@ -362,6 +364,26 @@ def test_pty():
             up = last[mine[0] + 4]
             m = re.match(r"\s+up (\S+)/s", up)
             check(m and m.group(1) not in ("0", "0.0"), f"up rate should be live: {up!r}")
+    finally:
+        seg.close()
+
+
+def test_pty_rows():
+    """16 devices do not fit 24 rows: a live frame keeps to the screen and says what it left out."""
+    seg = Seg(16)
+    try:
+        out = os.path.join(tempfile.mkdtemp(), "tty")
+        r = subprocess.run([helper("cli_pty"), out, "2", "q", VX, "top", str(seg.pid), "--interval", "0.2"],
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0, f"{r.stdout} {r.stderr}")
+        text = open(out, encoding="utf-8", errors="replace").read()
+        frames = [visible(f) for f in text.split("\x1b[H\x1b[2J")[1:]]
+        full = [f for f in frames if any(l.startswith("... ") for l in f)]
+        check(full, f"no frame says what it cut: {frames}")
+        for f in full:
+            body = [l for l in f if l.strip()]
+            check(len(body) <= 23, f"{len(body)} lines on a 24-row terminal")
+            check(re.match(r"\.\.\. \d+ more lines: a taller terminal$", body[-1]), body[-1])
     finally:
         seg.close()
 
@@ -569,8 +591,11 @@ def test_e2e():
         raise Skip("libvx.so does not publish a stats segment yet")
     tmp = tempfile.mkdtemp()
     report = os.path.join(tmp, "r.json")
-    p = subprocess.Popen([VX, "run", "--device-limit", "64M", "--report", report, "--",
-                          helper("cli_holder"), "4", "32"], stdin=subprocess.PIPE,
+    swap = os.path.join(tmp, "swap")
+    os.mkdir(swap)
+    # the host and NVMe limits are set: still only the device in use is listed
+    p = subprocess.Popen([VX, "run", "--device-limit", "64M", "--report", report, "--host-limit", "1G",
+                          "--nvme-dir", swap, "--", helper("cli_holder"), "4", "32"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True, env=preload_env())
     line = p.stdout.readline()
     if not line:
@@ -591,8 +616,11 @@ def test_e2e():
         check(c.get("alloc_native", 0) + c.get("alloc_managed", 0) == 4, f"allocations: {c}")
         check(c["native_bytes"] + c["managed_bytes"] == 128 << 20, f"bytes: {c}")
         check(c["native_bytes"] <= 64 << 20, f"limit respected: {c['native_bytes']}")
-        r = vx("top", "--once")
-        check(f"PID {pid} " in r.stdout, "vx top shows it")
+        devs = json.loads(vx("stat", str(pid), "--json").stdout)["processes"][0]["devices"]
+        check([d["device"] for d in devs] == [0], f"devices listed: {[d['device'] for d in devs]}")
+        check(devs[0]["limits"]["host"] == 1 << 30, f"{devs[0]['limits']}")
+        r = vx("top", "--once", str(pid))
+        check(f"PID {pid} " in r.stdout and r.stdout.count(" gpu") == 1, f"vx top: one device: {r.stdout}")
         check_width(r.stdout)
     finally:
         p.stdin.close()

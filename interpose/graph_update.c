@@ -56,3 +56,21 @@ CUresult cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *err_node,
   if (on && r == CUDA_SUCCESS) graph_exec_update(e, g);
   return r;
 }
+
+/* The memset and memcpy nodes of an exec (issue #13): their new ranges
+ * replace the old ones, as for kernel nodes. */
+CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec e, CUgraphNode node,
+                                        const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx) {
+  VX_ENTER(on);
+  CUresult r = VX_CALL(cuGraphExecMemsetNodeSetParams, e, node, p, ctx);
+  if (on && r == CUDA_SUCCESS) graph_exec_set_memset(e, node, p);
+  return r;
+}
+
+CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec e, CUgraphNode node, const CUDA_MEMCPY3D *p,
+                                        CUcontext ctx) {
+  VX_ENTER(on);
+  CUresult r = VX_CALL(cuGraphExecMemcpyNodeSetParams, e, node, p, ctx);
+  if (on && r == CUDA_SUCCESS) graph_exec_set_memcpy(e, node, p);
+  return r;
+}

@@ -30,17 +30,22 @@ void vx_set_launch_observer(vx_launch_observer_fn fn);
  * is recorded it returns after the registry lookup. */
 CUresult vx_launch_predict(const vx_launch_t *launch);
 
-/* graph.c: the pointer values of graph exec e's kernel nodes, as collected
- * at instantiation (at most cap), and the graph's combined kernel id.
- * Returns how many were written, or -1 when the graph is unseen: vx did not
- * see it instantiated, or it holds a node vx cannot read (a kernel node
- * without a layout, a copy, set, child or conditional node). */
+/* graph.c: the device pointers graph exec e's nodes reach, as collected at
+ * instantiation (kernel nodes' pointer arguments, memset destinations,
+ * memcpy device sides; at most cap written), and the graph's combined
+ * kernel id.  Returns how many there are (more than cap: ask again with
+ * room), or -1 when the graph is unseen: vx did not see it instantiated,
+ * or it holds a node vx cannot read (a kernel node without a layout, a
+ * child or conditional graph, a batched memory operation, a kind vx does
+ * not know). */
 int graph_values(CUgraphExec e, CUdeviceptr *vals, int cap, uint64_t *kernel);
 /* graph.c: exec e was instantiated from g (another
  * instantiate form); node's parameters in e are now p; e was updated from g
  * (cuGraphExecUpdate).  What graph_values returns follows each change. */
 void graph_remember(CUgraphExec e, CUgraph g);
 void graph_exec_set_node(CUgraphExec e, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p);
+void graph_exec_set_memset(CUgraphExec e, CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS *p);
+void graph_exec_set_memcpy(CUgraphExec e, CUgraphNode node, const CUDA_MEMCPY3D *p);
 void graph_exec_update(CUgraphExec e, CUgraph g);
 void graph_atfork_prepare(void);
 void graph_atfork_parent(void);

@@ -74,3 +74,31 @@ CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec e, CUgraphNode node, const C
   if (on && r == CUDA_SUCCESS) graph_exec_set_memcpy(e, node, p);
   return r;
 }
+
+/* CUDA 12.2's generic form: kernel, memset and memcpy nodes follow as
+ * above.  A child graph, conditional or memory-operation node made its
+ * graph unseen at instantiation already; the other kinds reach no tracked
+ * memory. */
+CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode node, CUgraphNodeParams *np) {
+  VX_ENTER(on);
+  CUresult r = VX_CALL(cuGraphExecNodeSetParams, e, node, np);
+  if (!on || r != CUDA_SUCCESS || !np) return r;
+  if (np->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+    CUDA_KERNEL_NODE_PARAMS k; /* v3 and v2 have the same fields */
+    _Static_assert(sizeof k == sizeof np->kernel, "kernel node parameters v2 != v3");
+    memcpy(&k, &np->kernel, sizeof k);
+    graph_exec_set_node(e, node, &k);
+  } else if (np->type == CU_GRAPH_NODE_TYPE_MEMSET) {
+    const CUDA_MEMSET_NODE_PARAMS_v2 *v = &np->memset;
+    CUDA_MEMSET_NODE_PARAMS m = {.dst = v->dst,
+                                 .pitch = v->pitch,
+                                 .value = v->value,
+                                 .elementSize = v->elementSize,
+                                 .width = v->width,
+                                 .height = v->height};
+    graph_exec_set_memset(e, node, &m);
+  } else if (np->type == CU_GRAPH_NODE_TYPE_MEMCPY) {
+    graph_exec_set_memcpy(e, node, &np->memcpy.copyParams);
+  }
+  return r;
+}

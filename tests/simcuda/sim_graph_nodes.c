@@ -69,9 +69,8 @@ static int ctx_ok(CUcontext c) {
   return c && sim_handle_ok(SIM_H_CTX, c);
 }
 
-SIM_API CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec he, CUgraphNode h,
-                                                const CUDA_MEMSET_NODE_PARAMS *p, CUcontext c) {
-  SIM_ENTER_INIT(cuGraphExecMemsetNodeSetParams);
+static CUresult set_memset(CUgraphExec he, CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS *p,
+                           CUcontext c) {
   sim_op *op = exec_op(he, h, OP_SET);
   if (!op || !p || !ctx_ok(c) || p->height != 1 || !p->width) return CUDA_ERROR_INVALID_VALUE;
   if (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)
@@ -89,9 +88,7 @@ static int side_1d(size_t x, size_t y, size_t z) {
   return !y && !z;
 }
 
-SIM_API CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec he, CUgraphNode h,
-                                                const CUDA_MEMCPY3D *p, CUcontext c) {
-  SIM_ENTER_INIT(cuGraphExecMemcpyNodeSetParams);
+static CUresult set_memcpy(CUgraphExec he, CUgraphNode h, const CUDA_MEMCPY3D *p, CUcontext c) {
   sim_op *op = exec_op(he, h, OP_COPY);
   if (!op || !p || !ctx_ok(c) || !p->WidthInBytes || p->Height != 1 || p->Depth != 1 ||
       !side_1d(p->srcXInBytes, p->srcY, p->srcZ) || !side_1d(p->dstXInBytes, p->dstY, p->dstZ))
@@ -110,4 +107,46 @@ SIM_API CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec he, CUgraphNode h,
     op->u.cp.dst = p->dstDevice + p->dstXInBytes;
   op->u.cp.n = p->WidthInBytes;
   return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec he, CUgraphNode h,
+                                                const CUDA_MEMSET_NODE_PARAMS *p, CUcontext c) {
+  SIM_ENTER_INIT(cuGraphExecMemsetNodeSetParams);
+  return set_memset(he, h, p, c);
+}
+
+SIM_API CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec he, CUgraphNode h,
+                                                const CUDA_MEMCPY3D *p, CUcontext c) {
+  SIM_ENTER_INIT(cuGraphExecMemcpyNodeSetParams);
+  return set_memcpy(he, h, p, c);
+}
+
+/* CUDA 12.2's generic form: kernel, memset and memcpy nodes (the kinds the
+ * simulator captures); reserved fields must be zero, other kinds are
+ * refused. */
+SIM_API CUresult cuGraphExecNodeSetParams(CUgraphExec he, CUgraphNode h, CUgraphNodeParams *np) {
+  SIM_ENTER_INIT(cuGraphExecNodeSetParams);
+  if (!np || np->reserved0[0] || np->reserved0[1] || np->reserved0[2] || np->reserved2)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (np->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+    CUDA_KERNEL_NODE_PARAMS k;
+    memset(&k, 0, sizeof k);
+    memcpy(&k, &np->kernel, sizeof np->kernel < sizeof k ? sizeof np->kernel : sizeof k);
+    return sim_graph_exec_set_kernel(he, h, &k);
+  }
+  if (np->type == CU_GRAPH_NODE_TYPE_MEMSET) {
+    const CUDA_MEMSET_NODE_PARAMS_v2 *v = &np->memset;
+    CUDA_MEMSET_NODE_PARAMS m = {.dst = v->dst,
+                                 .pitch = v->pitch,
+                                 .value = v->value,
+                                 .elementSize = v->elementSize,
+                                 .width = v->width,
+                                 .height = v->height};
+    return set_memset(he, h, &m, v->ctx);
+  }
+  if (np->type == CU_GRAPH_NODE_TYPE_MEMCPY) {
+    if (np->memcpy.flags || np->memcpy.reserved) return CUDA_ERROR_INVALID_VALUE;
+    return set_memcpy(he, h, &np->memcpy.copyParams, np->memcpy.copyCtx);
+  }
+  return CUDA_ERROR_INVALID_VALUE;
 }

@@ -4,8 +4,9 @@
  * discarded, and reads of discarded memory fail with ILLEGAL_ADDRESS),
  * runs the pattern, and verifies every byte:
  *   graph_memset   a captured cuMemsetD8Async, and the exec's node moved to
- *                  another buffer (cuGraphExecMemsetNodeSetParams); the
- *                  graph is seen: spilling goes on after it
+ *                  another buffer and back (cuGraphExecMemsetNodeSetParams,
+ *                  cuGraphExecNodeSetParams); the graph is seen: spilling
+ *                  goes on after it
  *   graph_memcpy   captured DtoH and DtoD copies reading a spilled buffer,
  *                  and the exec's DtoD node re-pointed; spilling goes on
  *   many_allocs    one kernel reading 48, then 300 spilled allocations
@@ -216,7 +217,17 @@ static void graph_memset(void) {
   CHECK_CU(kit_cu.cuGraphLaunch(e, st));
   memset((char *)want + OFF, 0x5a, 64 << 10);
   expect(X, "memset node re-pointed at spilled X");
+  /* and back to A through 12.2's generic form */
+  CUgraphNodeParams np;
+  memset(&np, 0, sizeof np);
+  np.type = CU_GRAPH_NODE_TYPE_MEMSET;
+  np.memset = (CUDA_MEMSET_NODE_PARAMS_v2){A + OFF, p.pitch, 0x3c, 1, p.width, 1, ctx};
+  CHECK_CU(CU(cuGraphExecNodeSetParams)(e, only_node(g, 0), &np));
   spill_a(3); /* the tier still spills: the graph was seen */
+  CHECK_CU(kit_cu.cuGraphLaunch(e, st));
+  memset((char *)want + OFF, 0x3c, 64 << 10);
+  expect(A, "memset node re-pointed at spilled A (cuGraphExecNodeSetParams)");
+  spill_a(12);
   expect(A, "A after the graphs");
   CHECK_CU(kit_cu.cuGraphExecDestroy(e));
   CHECK_CU(kit_cu.cuGraphDestroy(g));

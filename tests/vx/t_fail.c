@@ -294,11 +294,13 @@ static CUresult graph_change(const char *e, void *f, CUstream s) {
   return ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *))f)(x, node, &p);
 }
 
-/* cuGraphExec{Memset,Memcpy}NodeSetParams (issue #13): an exec of one
- * captured set or copy, changed to the other buffer. */
+/* cuGraphExec{Memset,Memcpy}NodeSetParams and cuGraphExecNodeSetParams
+ * (issue #13): an exec of one captured set or copy, changed to the other
+ * buffer. */
 static CUresult graph_mem_change(const char *e, void *f, CUstream s, CUdeviceptr d,
                                  CUdeviceptr d2, CUcontext ctx) {
-  int set = !strncmp(e, "cuGraphExecMemset", 17);
+  int generic = !strcmp(e, "cuGraphExecNodeSetParams");
+  int set = generic || !strncmp(e, "cuGraphExecMemset", 17);
   CUgraph g;
   CUgraphExec x;
   CUgraphNode node;
@@ -316,6 +318,14 @@ static CUresult graph_mem_change(const char *e, void *f, CUstream s, CUdeviceptr
     CUDA_MEMSET_NODE_PARAMS p;
     VXT_CU(((CUresult(*)(CUgraphNode, CUDA_MEMSET_NODE_PARAMS *))get)(node, &p));
     p.dst = d2;
+    if (generic) {
+      CUgraphNodeParams np;
+      memset(&np, 0, sizeof np);
+      np.type = CU_GRAPH_NODE_TYPE_MEMSET;
+      np.memset = (CUDA_MEMSET_NODE_PARAMS_v2){
+          p.dst, p.pitch, p.value, p.elementSize, p.width, p.height, ctx};
+      return ((CUresult(*)(CUgraphExec, CUgraphNode, CUgraphNodeParams *))f)(x, node, &np);
+    }
     return ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *, CUcontext))f)(
         x, node, &p, ctx);
   }
@@ -423,7 +433,8 @@ static CUresult entry_probe(const char *e, void *f) {
     VXT_CU(cuMemAllocManaged(&m, MB, CU_MEM_ATTACH_GLOBAL));
     return ((CUresult(*)(CUdeviceptr, size_t, CUdevice, CUstream))f)(m, MB, 0, NULL);
   }
-  if (!strncmp(e, "cuGraphExecMem", 14)) return graph_mem_change(e, f, s, d, d2, ctx);
+  if (!strncmp(e, "cuGraphExecMem", 14) || !strcmp(e, "cuGraphExecNodeSetParams"))
+    return graph_mem_change(e, f, s, d, d2, ctx);
   if (!strncmp(e, "cuGraphInstantiateWithParams", 28) || !strncmp(e, "cuGraphExec", 11))
     return graph_change(e, f, s);
   if (!strcmp(e, "cuIpcGetMemHandle")) {
@@ -447,7 +458,8 @@ static int is_entry_probe(const char *e) {
                                     "cuGraphExecKernelNodeSetParams",
                                     "cuGraphExecUpdate",
                                     "cuIpcGetMemHandle",
-                                    "cuGraphExecMem"};
+                                    "cuGraphExecMem",
+                                    "cuGraphExecNodeSetParams"};
   for (size_t i = 0; i < sizeof pre / sizeof *pre; i++)
     if (!strncmp(e, pre[i], strlen(pre[i]))) return 1;
   return !strcmp(e, "cuMemPrefetchAsync") || !strcmp(e, "cuMemPrefetchAsync_ptsz");

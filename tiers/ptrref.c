@@ -64,9 +64,26 @@ static void say_no_memory(void) {
                            "memory: the buffers they name may not be restored");
 }
 
+/* Entries of arrays freed since (no free hook reaches this module: an
+ * address reused by another allocation has another id) are dropped when
+ * the table has doubled since the last sweep, so it stays in proportion to
+ * the live arrays.  The registry's read lock is taken under pr_lock (the
+ * order of this module). */
+static int sweep_at = 1024;
+
+static void sweep_locked(void) {
+  pref_t *e, *tmp;
+  HASH_ITER(hh, pr_tab, e, tmp) {
+    vx_alloc_info_t a;
+    if (reg_lookup(e->base, &a) || a.id != e->id || a.base != e->base) drop_locked(e);
+  }
+  sweep_at = 2 * pr_count > 1024 ? 2 * pr_count : 1024;
+}
+
 /* A new entry for a holding [off, off+n) of src, in the table; NULL
  * without memory (said once). */
 static pref_t *add_locked(const vx_alloc_info_t *a, size_t off, const void *src, size_t n) {
+  if (pr_count >= sweep_at) sweep_locked();
   pref_t *e = calloc(1, sizeof *e);
   unsigned char *sh = e ? calloc(1, a->size) : NULL;
   if (sh) {

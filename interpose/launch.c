@@ -159,9 +159,8 @@ static __attribute__((noinline)) CUresult launch_unseen(const vx_launch_t *l) {
   return spill_armed() ? spill_unseen_launch() : CUDA_SUCCESS;
 }
 
-/* The values of a graph or a launch, on the stack up to `cap`, else in a
- * heap array (*heap, freed by the caller): a graph of thousands of kernel
- * nodes or a kernel of 32 KiB of parameters is read whole. */
+/* A graph launch's values: on the stack up to OBS_GRAPH_VALS, else on the
+ * heap, so that a graph of thousands of nodes is read whole. */
 static __attribute__((noinline)) CUresult predict_graph(const vx_launch_t *l) {
   CUdeviceptr v0[OBS_GRAPH_VALS], *vals = v0;
   uint64_t kernel = 1;
@@ -181,6 +180,8 @@ static __attribute__((noinline)) CUresult predict_graph(const vx_launch_t *l) {
   return r;
 }
 
+/* A launch with more than OBS_MAX_VALS values (CUDA 12.1 allows 32 KiB of
+ * parameters): all of them, on the heap. */
 static __attribute__((noinline)) CUresult predict_big(const vx_launch_t *l, int want) {
   CUdeviceptr *vals = malloc((size_t)want * sizeof *vals);
   if (!vals) return launch_unseen(l);

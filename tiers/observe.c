@@ -157,17 +157,15 @@ static obs_fn_t *fn_find(CUfunction f) {
   return NULL;
 }
 
-/* Publishes a new entry; NULL when the table is full there or out of memory. */
+/* Publishes e: e, the entry another thread published first, or NULL when
+ * the table is full there. */
 static obs_fn_t *fn_insert(obs_fn_t *e) {
   CUfunction f = e->f;
   unsigned s = fn_slot(f);
   for (int i = 0; i < OBS_FN_PROBE; i++) {
     obs_fn_t **slot = &fn_tab[(s + i) & (OBS_FN_SLOTS - 1)], *cur = NULL;
     if (__atomic_compare_exchange_n(slot, &cur, e, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return e;
-    if (cur->f == f) { /* another thread won */
-      free(e);
-      return cur;
-    }
+    if (cur->f == f) return cur; /* another thread won: the caller frees e */
   }
   return NULL;
 }

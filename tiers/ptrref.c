@@ -4,12 +4,15 @@
  * words of it that are tracked pointers.  A launch reaching the allocation
  * reaches those too (ptrref_expand), so the spill tier restores them.
  *
- * What stays unseen: pointers a kernel writes on the device, copies into
- * the array from other device memory (DtoD) or from a graph's memcpy node,
- * a pointer split across two copies before the first pointer was seen
- * (the shadow starts at the first copy holding one), and arrays bigger than
- * PTRREF_MAX_ALLOC.  Such a program's kernels may read discarded memory
- * under the NVMe tier (see tiers/README.md). */
+ * Only the 1D host-to-device forms are scanned (cuMemcpyHtoD(Async), sync
+ * and async, every variant).  What stays unseen: pointers a kernel writes
+ * on the device, copies into the array from other device memory (DtoD),
+ * from a graph's memcpy node, from cuMemcpy/cuMemcpyAsync with a host
+ * source, from 2D/3D and batch copies (their source may be device memory
+ * the CPU cannot read), a pointer split across two copies before the first
+ * pointer was seen (the shadow starts at the first copy holding one), and
+ * arrays bigger than PTRREF_MAX_ALLOC.  Such a program's kernels may read
+ * discarded memory under the NVMe tier (see tiers/README.md). */
 #include "ptrref.h"
 
 #include <pthread.h>

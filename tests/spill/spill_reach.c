@@ -18,7 +18,8 @@
  *   extra_oversize an `extra` launch claiming 1 MiB for a 32-byte buffer at
  *                  the end of a mapping (vx must not read past it)
  *   ptr_array      a pointer array copied in with cuMemcpyHtoD(Async), read
- *                  by a kernel that follows its pointers to spilled buffers
+ *                  by a kernel that follows its pointers to spilled buffers;
+ *                  then freed, made again and filled with other pointers
  * usage: spill_reach MODE (runs `spill_reach --worker MODE` under vx). */
 #include <dlfcn.h>
 #include <errno.h>
@@ -392,6 +393,23 @@ static void ptr_array(void) {
     VXT_ASSERT(bad == 0, "pointer array %d: %llu words wrong", a, bad);
     printf("pointer array %d: %d spilled buffers read back right\n", a, gone);
   }
+  /* arr[0] freed and made again, now pointing at other buffers: the new
+   * pointers count */
+  CHECK_CU(kit_cu.cuMemFree_v2(arr[0]));
+  CHECK_CU(kit_cu.cuMemAlloc_v2(&arr[0], NGATHER * 8));
+  CUdeviceptr rev[NGATHER];
+  for (int i = 0; i < NGATHER; i++) {
+    CHECK_CU(kit_cu.cuMemAlloc_v2(&rev[i], 2 * MB));
+    pattern(h, 2 * MB / 4, (uint32_t)i);
+    CHECK_CU(kit_cu.cuMemcpyHtoD_v2(rev[i], h, 2 * MB));
+  }
+  CHECK_CU(kit_cu.cuMemcpyHtoD_v2(arr[0], rev, sizeof rev));
+  push_out();
+  VXT_ASSERT(spilled(rev[0], 2 * MB), "the first buffer did not spill: the case proves nothing");
+  void *params[] = {&arr[0], &count, &n, &cnt};
+  CHECK_CU(kit_cu.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL));
+  unsigned long long bad = take_bad();
+  VXT_ASSERT(bad == 0, "pointer array made again: %llu words wrong", bad);
   free(h);
 }
 

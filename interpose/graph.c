@@ -29,8 +29,20 @@ typedef struct gx {
   int nseg, segcap;
   gx_seg_t *seg;
   CUdeviceptr *vals;
+  int nh, hcap; /* host-to-device copy nodes into small allocations */
+  struct gx_htod *htod;
   UT_hash_handle hh;
 } gx_t;
+
+/* A 1D host-to-device memcpy node into at most PTRREF_MAX_ALLOC bytes: its
+ * source is read at each launch for stored pointers (ptrref_note), as the
+ * copy hooks do for a copy made outside a graph. */
+typedef struct gx_htod {
+  CUgraphNode node;
+  CUdeviceptr dst;
+  const void *src;
+  size_t n;
+} gx_htod_t;
 
 static pthread_mutex_t gx_lock = PTHREAD_MUTEX_INITIALIZER;
 static gx_t *gx_tab;
@@ -39,7 +51,39 @@ static void gx_free(gx_t *x) {
   if (!x) return;
   free(x->seg);
   free(x->vals);
+  free(x->htod);
   free(x);
+}
+
+/* The copy node's entry in x->htod (named node, or `other`, its alias
+ * after an update): set (c a small 1D host-to-device copy) or removed (any
+ * other copy).  Without memory x becomes unseen. */
+static void htod_set(gx_t *x, CUgraphNode node, CUgraphNode other, const CUDA_MEMCPY3D *c) {
+  int i = 0;
+  while (i < x->nh && x->htod[i].node != node && (!other || x->htod[i].node != other))
+    i++;
+  int small =
+      c->srcMemoryType == CU_MEMORYTYPE_HOST && c->srcHost &&
+      (c->dstMemoryType == CU_MEMORYTYPE_DEVICE || c->dstMemoryType == CU_MEMORYTYPE_UNIFIED) &&
+      c->Height == 1 && c->Depth == 1 && c->WidthInBytes && c->WidthInBytes <= PTRREF_MAX_ALLOC;
+  if (!small) {
+    if (i < x->nh) x->htod[i] = x->htod[--x->nh];
+    return;
+  }
+  if (i == x->nh && x->nh == x->hcap) {
+    int nc = x->hcap ? 2 * x->hcap : 4;
+    gx_htod_t *nh = realloc(x->htod, (size_t)nc * sizeof *nh);
+    if (!nh) {
+      x->unseen = 1;
+      return;
+    }
+    x->htod = nh, x->hcap = nc;
+  }
+  if (i == x->nh) x->nh++;
+  x->htod[i] = (gx_htod_t){.node = node,
+                           .dst = c->dstDevice + c->dstXInBytes,
+                           .src = (const char *)c->srcHost + c->srcXInBytes,
+                           .n = c->WidthInBytes};
 }
 
 static uint64_t mix(uint64_t k, uint64_t kid) {
@@ -181,10 +225,12 @@ static void node_values(CUgraphNode node, gx_t *x) {
   if (t == CU_GRAPH_NODE_TYPE_MEMCPY) {
     CUDA_MEMCPY3D c;
     memset(&c, 0, sizeof c);
-    if (VX_CALL(cuGraphMemcpyNodeGetParams, node, &c) != CUDA_SUCCESS)
+    if (VX_CALL(cuGraphMemcpyNodeGetParams, node, &c) != CUDA_SUCCESS) {
       unseen_node(x, t, "no memcpy parameters");
-    else
-      add_segment(x, node, 0, v, memcpy_values(&c, v));
+      return;
+    }
+    add_segment(x, node, 0, v, memcpy_values(&c, v));
+    htod_set(x, node, NULL, &c);
     return;
   }
   if (t != CU_GRAPH_NODE_TYPE_KERNEL) {
@@ -365,6 +411,38 @@ void graph_exec_set_memset(CUgraphExec e, CUgraphNode node, const CUDA_MEMSET_NO
 void graph_exec_set_memcpy(CUgraphExec e, CUgraphNode node, const CUDA_MEMCPY3D *p) {
   CUdeviceptr v[4];
   set_node(e, node, v, p ? memcpy_values(p, v) : -1, 0);
+  gx_t *x;
+  pthread_mutex_lock(&gx_lock);
+  HASH_FIND_PTR(gx_tab, &e, x);
+  if (x && p) { /* the node by either of its names (an update's alias too) */
+    CUgraphNode other = NULL;
+    for (int i = 0; i < x->nseg; i++)
+      if (x->seg[i].node == node)
+        other = x->seg[i].alt;
+      else if (x->seg[i].alt == node)
+        other = x->seg[i].node;
+    htod_set(x, node, other, p);
+  }
+  pthread_mutex_unlock(&gx_lock);
+}
+
+void graph_htod_note(CUgraphExec e) {
+  gx_htod_t h0[8], *h = h0;
+  int n = 0;
+  gx_t *x;
+  pthread_mutex_lock(&gx_lock);
+  HASH_FIND_PTR(gx_tab, &e, x);
+  if (x && x->nh) {
+    if (x->nh > 8) h = malloc((size_t)x->nh * sizeof *h);
+    if (h)
+      memcpy(h, x->htod, (size_t)x->nh * sizeof *h), n = x->nh;
+    else
+      x->unseen = 1; /* no memory to read them: restore-all */
+  }
+  pthread_mutex_unlock(&gx_lock);
+  for (int i = 0; i < n; i++)
+    ptrref_note(h[i].dst, h[i].src, h[i].n);
+  if (h != h0) free(h);
 }
 
 void graph_exec_update(CUgraphExec e, CUgraph g) {

@@ -164,6 +164,7 @@ static __attribute__((noinline)) CUresult launch_unseen(const vx_launch_t *l) {
 static __attribute__((noinline)) CUresult predict_graph(const vx_launch_t *l) {
   CUdeviceptr v0[OBS_GRAPH_VALS], *vals = v0;
   uint64_t kernel = 1;
+  if (spill_armed()) graph_htod_note(l->graph); /* pointer arrays the graph copies in */
   int nv = graph_values(l->graph, vals, OBS_GRAPH_VALS, &kernel);
   while (nv > OBS_GRAPH_VALS) { /* room for all, and again (an update may add more) */
     int want = nv;

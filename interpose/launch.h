@@ -46,6 +46,10 @@ void graph_remember(CUgraphExec e, CUgraph g);
 void graph_exec_set_node(CUgraphExec e, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p);
 void graph_exec_set_memset(CUgraphExec e, CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS *p);
 void graph_exec_set_memcpy(CUgraphExec e, CUgraphNode node, const CUDA_MEMCPY3D *p);
+/* graph.c: exec e is about to be launched: the sources of its small 1D
+ * host-to-device copy nodes are read now for stored pointers (ptrref_note),
+ * the bytes those copies will write. */
+void graph_htod_note(CUgraphExec e);
 void graph_exec_update(CUgraphExec e, CUgraph g);
 void graph_atfork_prepare(void);
 void graph_atfork_parent(void);

@@ -4,10 +4,11 @@
  * words of it that are tracked pointers.  A launch reaching the allocation
  * reaches those too (ptrref_expand), so the spill tier restores them.
  *
- * Only the 1D host-to-device forms are scanned (cuMemcpyHtoD(Async), sync
- * and async, every variant).  What stays unseen: pointers a kernel writes
- * on the device, copies into the array from other device memory (DtoD),
- * from a graph's memcpy node, from cuMemcpy/cuMemcpyAsync with a host
+ * Scanned: the 1D host-to-device forms (cuMemcpyHtoD(Async), every
+ * variant) when enqueued, and a graph's 1D host-to-device memcpy nodes at
+ * each launch of the graph (interpose/graph.c: the source as it is then).
+ * What stays unseen: pointers a kernel writes on the device, copies into
+ * the array from other device memory (DtoD), from cuMemcpy/cuMemcpyAsync with a host
  * source, from 2D/3D and batch copies (their source may be device memory
  * the CPU cannot read), a pointer split across two copies before the first
  * pointer was seen (the shadow starts at the first copy holding one), and

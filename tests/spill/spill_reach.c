@@ -20,6 +20,8 @@
  *   ptr_array      a pointer array copied in with cuMemcpyHtoD(Async), read
  *                  by a kernel that follows its pointers to spilled buffers;
  *                  then freed, made again and filled with other pointers
+ *   graph_ptr_array a graph copying a pointer array in from pinned memory
+ *                  (new pointers before each launch), then following it
  * usage: spill_reach MODE (runs `spill_reach --worker MODE` under vx). */
 #include <dlfcn.h>
 #include <errno.h>
@@ -413,6 +415,45 @@ static void ptr_array(void) {
   free(h);
 }
 
+/* A graph that copies a pointer array in (a memcpy node from pinned host
+ * memory) and then follows it: the pointers the node will write at each
+ * launch are the array's references (zero while capturing: only the
+ * graph's launch can know them). */
+static void graph_ptr_array(void) {
+  static CUdeviceptr p[2][NGATHER];
+  CUdeviceptr arr, *hp;
+  uint32_t *h = malloc(2 * MB);
+  CHECK_CU(kit_cu.cuMemAllocHost_v2((void **)&hp, sizeof p[0]));
+  memset(hp, 0, sizeof p[0]);
+  CHECK_CU(kit_cu.cuMemAlloc_v2(&arr, sizeof p[0]));
+  CUfunction f = fn("reach_gather");
+  size_t count = NGATHER, n = 2 * MB / 4;
+  void *params[] = {&arr, &count, &n, &cnt};
+  CUgraph g;
+  CHECK_CU(kit_cu.cuStreamBeginCapture_v2(st, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CHECK_CU(kit_cu.cuMemcpyHtoDAsync_v2(arr, hp, sizeof p[0], st));
+  CHECK_CU(kit_cu.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, st, params, NULL));
+  CHECK_CU(kit_cu.cuStreamEndCapture(st, &g));
+  CUgraphExec e = instantiate(g);
+  for (int round = 0; round < 2; round++) { /* new buffers each round */
+    for (int i = 0; i < NGATHER; i++) {
+      CHECK_CU(kit_cu.cuMemAlloc_v2(&p[round][i], 2 * MB));
+      pattern(h, 2 * MB / 4, (uint32_t)i);
+      CHECK_CU(kit_cu.cuMemcpyHtoD_v2(p[round][i], h, 2 * MB));
+    }
+    memcpy(hp, p[round], sizeof p[round]);
+    push_out();
+    VXT_ASSERT(spilled(p[round][0], 2 * MB), "round %d: nothing spilled", round);
+    CHECK_CU(kit_cu.cuGraphLaunch(e, st));
+    unsigned long long bad = take_bad();
+    VXT_ASSERT(bad == 0, "round %d: %llu words wrong", round, bad);
+  }
+  CHECK_CU(kit_cu.cuGraphExecDestroy(e));
+  CHECK_CU(kit_cu.cuGraphDestroy(g));
+  CHECK_CU(kit_cu.cuMemFreeHost(hp));
+  free(h);
+}
+
 static int worker(const char *mode) {
   CHECK_CU(kit_init(0, &ctx));
   CHECK_CU(kit_module(NULL));
@@ -437,7 +478,7 @@ static int worker(const char *mode) {
   } modes[] = {{"graph_memset", graph_memset}, {"graph_memcpy", graph_memcpy},
                {"many_allocs", many_allocs},   {"graph_nodes", graph_nodes},
                {"params_big", params_big},     {"extra_oversize", extra_oversize},
-               {"ptr_array", ptr_array}};
+               {"ptr_array", ptr_array},       {"graph_ptr_array", graph_ptr_array}};
   for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
     if (!strcmp(mode, modes[i].name)) {
       modes[i].fn();

@@ -11,6 +11,7 @@
 #include "launch.h"
 #include "observe.h"
 #include "ptrref.h"
+#include "spill.h"
 #include "vx.h"
 
 /* Where one node's values lie in vals: what cuGraphExec*NodeSetParams and
@@ -309,9 +310,18 @@ int graph_values(CUgraphExec e, CUdeviceptr *vals, int cap, uint64_t *kernel) {
   return n;
 }
 
+CUresult graph_device_launch_check(unsigned long long flags) {
+  if (!(flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) || !spill_armed()) return CUDA_SUCCESS;
+  VX_LOG_ONCE(VX_LOG_WARN, "a graph instantiated for device launch: vx cannot see when a kernel "
+                           "launches it");
+  return spill_unseen_launch();
+}
+
 CUresult cuGraphInstantiateWithFlags(CUgraphExec *pe, CUgraph g, unsigned long long flags) {
   VX_ENTER(on);
-  CUresult r = VX_CALL(cuGraphInstantiateWithFlags, pe, g, flags);
+  CUresult r = on ? graph_device_launch_check(flags) : CUDA_SUCCESS;
+  if (r != CUDA_SUCCESS) return r;
+  r = VX_CALL(cuGraphInstantiateWithFlags, pe, g, flags);
   if (on && r == CUDA_SUCCESS && pe) remember(*pe, g);
   return r;
 }

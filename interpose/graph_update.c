@@ -9,7 +9,9 @@
 #define INSTANTIATE_P(name)                                                                        \
   CUresult name(CUgraphExec *pe, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *ip) {                   \
     VX_ENTER(on);                                                                                  \
-    CUresult r = VX_CALL(name, pe, g, ip);                                                         \
+    CUresult r = on && ip ? graph_device_launch_check(ip->flags) : CUDA_SUCCESS;                   \
+    if (r != CUDA_SUCCESS) return r;                                                               \
+    r = VX_CALL(name, pe, g, ip);                                                                  \
     int ok = r == CUDA_SUCCESS && pe && (!ip || ip->result_out == CUDA_GRAPH_INSTANTIATE_SUCCESS); \
     if (on && ok) graph_remember(*pe, g);                                                          \
     return r;                                                                                      \

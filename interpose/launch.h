@@ -50,6 +50,12 @@ void graph_exec_set_memcpy(CUgraphExec e, CUgraphNode node, const CUDA_MEMCPY3D 
  * host-to-device copy nodes are read now for stored pointers (ptrref_note),
  * the bytes those copies will write. */
 void graph_htod_note(CUgraphExec e);
+/* graph.c: before an instantiation with these flags.  A graph made for
+ * device launch (CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) is launched by
+ * kernels, where vx cannot see it: while the NVMe tier is on, everything is
+ * restored and spilling stops first (spill_unseen_launch), said once.
+ * CUDA_SUCCESS, or the restore's error (then do not instantiate). */
+CUresult graph_device_launch_check(unsigned long long flags);
 void graph_exec_update(CUgraphExec e, CUgraph g);
 void graph_atfork_prepare(void);
 void graph_atfork_parent(void);

@@ -1,5 +1,6 @@
 /* Copy, set and prefetch hooks: once the NVMe tier can discard contents,
  * every range one of these reads or writes is made resident first. */
+#include "ptrref.h"
 #include "spill.h"
 #include "vx.h"
 
@@ -38,11 +39,22 @@ static CUresult guard_ranges(const CUdeviceptr *p, int count) {
 
 // ---- 1D copies ----
 
+/* A host-to-device copy into a small allocation may store pointers (a
+ * batched GEMM's pointer array): once it is enqueued, the words that point
+ * into tracked memory become references of that allocation, restored with
+ * it by any launch that reaches it (tiers/ptrref.c; what stays unseen is
+ * said there). */
+static inline CUresult htod_done(CUresult r, int pinned, CUdeviceptr dst, const void *src,
+                                 size_t n) {
+  if (pinned && r == CUDA_SUCCESS) ptrref_note(dst, src, n);
+  return finish(r, pinned);
+}
+
 #define HTOD(name, K)                                                                              \
   CUresult name(CUdeviceptr dst, const void *src, size_t n K##_PARAMS) {                           \
     VX_ENTER(on);                                                                                  \
     GUARD(1, dst, n);                                                                              \
-    return finish(VX_CALL(name, dst, src, n K##_ARGS), pinned_);                                   \
+    return htod_done(VX_CALL(name, dst, src, n K##_ARGS), pinned_, dst, src, n);                   \
   }
 #define DTOH(name, K)                                                                              \
   CUresult name(void *dst, CUdeviceptr src, size_t n K##_PARAMS) {                                 \

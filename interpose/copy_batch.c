@@ -7,10 +7,13 @@
 #include "spill.h"
 #include "vx.h"
 
-/* The spill tier pins at most this many ranges per call (SPILL_PIN_RANGES
- * is 32): a bigger batch is issued in groups, each guarded on its own.  The
- * copies of one batch are unordered among themselves, so issuing them as
- * several batches on the same stream keeps their meaning. */
+/* A big batch is issued in groups of this many ranges, each guarded on its
+ * own (the spill tier pins any number per call; the groups keep the arrays
+ * on the stack).  The copies of one batch are unordered among themselves,
+ * so issuing them as several batches on the same stream keeps their
+ * meaning.  Host-to-device copies in a batch are not scanned for pointers
+ * (tiers/ptrref.c): a source pointer could be device memory vx does not
+ * track, which the CPU cannot read. */
 #define GROUP_RANGES 32
 
 static inline int armed(int on) {

@@ -1,10 +1,15 @@
 /* Launch hooks: count, hand the launch to the observer (the predictor's
  * hook point: vx_launch_predict), then launch.  No allocation or syscall
- * on this path; one registry read lock when nothing has to move. */
+ * on this path (but for launches past the on-stack arrays: OBS_MAX_VALS
+ * values, OBS_MAX_ALLOCS allocations); one registry read lock when nothing
+ * has to move. */
 #include "launch.h"
 
 #include "exec.h"
+#include <stdlib.h>
+
 #include "observe.h"
+#include "ptrref.h"
 #include "spill.h"
 #include "trace_rec.h"
 #include "vx.h"
@@ -31,34 +36,34 @@ static int capturing(CUstream s) {
          st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-static CUresult resident_set(const obs_set_t *s, CUstream st) {
-  CUdeviceptr p[OBS_MAX_ALLOCS];
-  size_t n[OBS_MAX_ALLOCS];
-  int k = 0;
-  for (int i = 0; i < s->n; i++) {
-    if (s->a[i].tier == VX_TIER_NATIVE) continue;
-    p[k] = s->a[i].base, n[k++] = SPILL_WHOLE;
-  }
-  /* One call: none of the launch's allocations is spilled to make room for
-   * another of them. */
-  return k ? spill_make_resident_many(p, n, k, st) : CUDA_SUCCESS;
-}
-
 /* The spill tier's contract: every allocation the launch reaches is whole
  * again before the launch is enqueued (the whole allocation, not only from
- * the pointer on: a kernel may index anywhere in its buffer).  When the
- * set overflowed, the values are resolved again a few at a time, so that
- * none is missed. */
-static CUresult make_resident(const obs_set_t *s, const CUdeviceptr *vals, int n, CUstream st) {
-  if (!s->overflow) return resident_set(s, st);
-  for (int at = 0; at < n; at += 16) {
-    obs_set_t part;
-    part.n = part.nonnative = part.overflow = 0;
-    obs_resolve(vals + at, n - at < 16 ? n - at : 16, &part);
-    CUresult r = resident_set(&part, st);
-    if (r != CUDA_SUCCESS) return r;
+ * the pointer on: a kernel may index anywhere in its buffer), and pinned
+ * until then.  One call for all of them, however many (on the heap past
+ * OBS_MAX_ALLOCS): none is spilled to make room for another.  A set that
+ * could not be completed (no memory) restores everything instead. */
+static CUresult make_resident(const obs_set_t *s, CUstream st) {
+  CUdeviceptr p0[OBS_MAX_ALLOCS], *p = p0;
+  size_t n0[OBS_MAX_ALLOCS], *n = n0;
+  if (s->oom) return spill_unseen_launch();
+  if (s->nonnative > OBS_MAX_ALLOCS) {
+    p = malloc((size_t)s->nonnative * sizeof *p);
+    n = malloc((size_t)s->nonnative * sizeof *n);
   }
-  return CUDA_SUCCESS;
+  CUresult r;
+  if (!p || !n) {
+    r = spill_unseen_launch();
+  } else {
+    int k = 0;
+    for (int i = 0; i < s->n; i++) {
+      if (s->a[i].tier == VX_TIER_NATIVE) continue;
+      p[k] = s->a[i].base, n[k++] = SPILL_WHOLE;
+    }
+    r = k ? spill_make_resident_many(p, n, k, st) : CUDA_SUCCESS;
+  }
+  if (p != p0) free(p);
+  if (n != n0) free(n);
+  return r;
 }
 
 /* Chunk ranges for the policy and the trace: from the lowest pointer into
@@ -79,7 +84,9 @@ static uint32_t ranges_of(const obs_set_t *s, const CUdeviceptr *vals, int nv, p
     uint32_t first = (uint32_t)((s->lo[i] - a->base) >> VX_CHUNK_SHIFT);
     uint32_t count = (uint32_t)((a->size - 1) >> VX_CHUNK_SHIFT) - first + 1;
     if (a->tier != VX_TIER_NATIVE && a->size > (1ull << VX_CHUNK_SHIFT)) {
-      /* Movable and more than a chunk: bounded by the objects' extents. */
+      /* Movable and more than a chunk: bounded by the objects' extents (of
+       * the first OBS_MAX_VALS pointers into it: a hint for the policy,
+       * never what the spill tier restores). */
       uint64_t offs[OBS_MAX_VALS];
       int k = 0;
       for (int v = 0; v < nv && k < OBS_MAX_VALS; v++)
@@ -93,31 +100,46 @@ static uint32_t ranges_of(const obs_set_t *s, const CUdeviceptr *vals, int nv, p
   return n;
 }
 
-/* The launch reaches vals[0..nv) (kernel: 0 = not known yet). */
+/* The launch reaches the allocations of s (kernel: 0 = not known yet). */
+static CUresult predict_set(const vx_launch_t *l, const obs_set_t *s, const CUdeviceptr *vals,
+                            int nv, uint64_t kernel, int tracing) {
+  CUstream st = launch_stream(l);
+  if (capturing(st)) return CUDA_SUCCESS; /* recorded, not run: seen at cuGraphLaunch */
+  if ((s->nonnative || s->oom) && spill_armed()) {
+    CUresult r = make_resident(s, st);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  if (!kernel) kernel = obs_kernel_id(l->f);
+  pol_range_t r0[OBS_MAX_ALLOCS], *r = r0;
+  if (s->n > OBS_MAX_ALLOCS && !(r = malloc((size_t)s->n * sizeof *r)))
+    return CUDA_SUCCESS; /* no memory: not predicted, not traced (data is resident) */
+  int dev = -1;
+  if (tracing) {
+    uint32_t n = ranges_of(s, vals, nv, r, 0, &dev);
+    if (n) trace_rec_launch(dev, kernel, (uint64_t)(uintptr_t)st, r, n);
+  }
+  dev = -1;
+  uint32_t n = s->nonnative && exec_planning() ? ranges_of(s, vals, nv, r, 1, &dev) : 0;
+  CUresult rc = n ? exec_launch(dev, kernel, st, r, n) : CUDA_SUCCESS;
+  if (r != r0) free(r);
+  return rc;
+}
+
+/* The launch reaches vals[0..nv), and what pointers stored in device
+ * memory among them reach (ptrref_expand). */
 static CUresult predict_vals(const vx_launch_t *l, const CUdeviceptr *vals, int nv,
                              uint64_t kernel) {
   int tracing = trace_rec_on();
   if (!tracing && !obs_maybe_nonnative(vals, nv)) return CUDA_SUCCESS; /* all native */
   obs_set_t s;
-  s.n = s.nonnative = s.overflow = 0;
+  obs_set_init(&s);
   obs_resolve(vals, nv, &s);
-  if (!s.nonnative && !tracing) return CUDA_SUCCESS; /* the hot path ends here */
-  CUstream st = launch_stream(l);
-  if (capturing(st)) return CUDA_SUCCESS; /* recorded, not run: seen at cuGraphLaunch */
-  if (s.nonnative && spill_armed()) {
-    CUresult r = make_resident(&s, vals, nv, st);
-    if (r != CUDA_SUCCESS) return r;
-  }
-  if (!kernel) kernel = obs_kernel_id(l->f);
-  pol_range_t r[OBS_MAX_ALLOCS];
-  int dev = -1;
-  if (tracing) {
-    uint32_t n = ranges_of(&s, vals, nv, r, 0, &dev);
-    if (n) trace_rec_launch(dev, kernel, (uint64_t)(uintptr_t)st, r, n);
-  }
-  dev = -1;
-  uint32_t n = s.nonnative && exec_planning() ? ranges_of(&s, vals, nv, r, 1, &dev) : 0;
-  return n ? exec_launch(dev, kernel, st, r, n) : CUDA_SUCCESS;
+  ptrref_expand(&s);
+  CUresult r = CUDA_SUCCESS;
+  if (s.nonnative || tracing || s.oom) /* else the hot path ends here */
+    r = predict_set(l, &s, vals, nv, kernel, tracing);
+  obs_set_fini(&s);
+  return r;
 }
 
 /* A launch whose pointer arguments vx cannot learn (obs_values or
@@ -137,11 +159,37 @@ static __attribute__((noinline)) CUresult launch_unseen(const vx_launch_t *l) {
   return spill_armed() ? spill_unseen_launch() : CUDA_SUCCESS;
 }
 
+/* A graph launch's values: on the stack up to OBS_GRAPH_VALS, else on the
+ * heap, so that a graph of thousands of nodes is read whole. */
 static __attribute__((noinline)) CUresult predict_graph(const vx_launch_t *l) {
-  CUdeviceptr vals[OBS_GRAPH_VALS];
+  CUdeviceptr v0[OBS_GRAPH_VALS], *vals = v0;
   uint64_t kernel = 1;
+  if (spill_armed()) graph_htod_note(l->graph); /* pointer arrays the graph copies in */
   int nv = graph_values(l->graph, vals, OBS_GRAPH_VALS, &kernel);
-  return nv < 0 ? launch_unseen(l) : predict_vals(l, vals, nv, kernel);
+  while (nv > OBS_GRAPH_VALS) { /* room for all, and again (an update may add more) */
+    int want = nv;
+    CUdeviceptr *h = realloc(vals == v0 ? NULL : vals, (size_t)want * sizeof *h);
+    if (!h) {
+      if (vals != v0) free(vals);
+      return launch_unseen(l);
+    }
+    vals = h;
+    if ((nv = graph_values(l->graph, vals, want, &kernel)) <= want) break;
+  }
+  CUresult r = nv < 0 ? launch_unseen(l) : predict_vals(l, vals, nv, kernel);
+  if (vals != v0) free(vals);
+  return r;
+}
+
+/* A launch with more than OBS_MAX_VALS values (CUDA 12.1 allows 32 KiB of
+ * parameters): all of them, on the heap. */
+static __attribute__((noinline)) CUresult predict_big(const vx_launch_t *l, int want) {
+  CUdeviceptr *vals = malloc((size_t)want * sizeof *vals);
+  if (!vals) return launch_unseen(l);
+  int nv = obs_values(l->f, l->params, l->extra, vals, want);
+  CUresult r = nv < 0 || nv > want ? launch_unseen(l) : predict_vals(l, vals, nv, 0);
+  free(vals);
+  return r;
 }
 
 CUresult vx_launch_predict(const vx_launch_t *l) {
@@ -150,6 +198,7 @@ CUresult vx_launch_predict(const vx_launch_t *l) {
   if (l->graph) return predict_graph(l);
   CUdeviceptr vals[OBS_MAX_VALS];
   int nv = obs_values(l->f, l->params, l->extra, vals, OBS_MAX_VALS);
+  if (nv > OBS_MAX_VALS) return predict_big(l, nv);
   return nv < 0 ? launch_unseen(l) : predict_vals(l, vals, nv, 0);
 }
 

@@ -10,15 +10,21 @@
 
 // ---- per-function layout cache ----
 
-/* Immutable once published, except `kernel` (set once, atomically). */
-#define OBS_MAX_PARAMS 256
+/* Immutable once published, except `kernel` (set once, atomically).  A
+ * parameter list longer than this is not a layout vx believes. */
+#define OBS_PARAMS_MAX 32769 /* CUDA 12.1: 32 KiB of parameters, 1 byte each */
+
+typedef struct obs_param {
+  uint32_t idx;   /* parameter index */
+  uint32_t words; /* 8-byte words in it */
+} obs_param_t;
 
 typedef struct obs_fn {
   CUfunction f;
   uint64_t kernel;
-  int np; /* parameters of 8 bytes or more; -1 = the driver gave no layout */
-  uint16_t idx[OBS_MAX_PARAMS];
-  uint16_t words[OBS_MAX_PARAMS]; /* 8-byte words in each */
+  int np;        /* parameters of 8 bytes or more; -1 = the driver gave no layout */
+  size_t pbytes; /* the layout's size: the end of its last parameter */
+  obs_param_t p[];
 } obs_fn_t;
 
 #define OBS_FN_SLOTS 4096 /* power of two */
@@ -78,47 +84,67 @@ static void query_plan(CUfunction f, query_t *q) {
 
 // ---- layouts ----
 
-/* The parameters of h that can hold a pointer, asked with one family.
- * Returns the number of parameters (any size), or -1 when the driver gave
- * no layout (e->np is then -1). */
-static int layout_with(CUfunction h, param_fn q, obs_fn_t *e) {
-  e->np = 0;
-  size_t i = 0;
-  for (; i < 4096 && e->np < OBS_MAX_PARAMS; i++) {
+/* A layout being built: grows on the heap. */
+typedef struct layout {
+  int np;
+  size_t pbytes;
+  obs_param_t *p;
+  int cap;
+} layout_t;
+
+/* The parameters of h that can hold a pointer, asked with one family, into
+ * *l.  Returns the number of parameters (any size), or -1 when the driver
+ * gave no layout (or more parameters than CUDA allows, or no memory). */
+static int layout_with(CUfunction h, param_fn q, layout_t *l) {
+  l->np = 0;
+  l->pbytes = 0;
+  for (size_t i = 0; i < OBS_PARAMS_MAX; i++) {
     size_t off, size;
     CUresult r = q(h, i, &off, &size);
-    if (r == CUDA_ERROR_INVALID_VALUE) break; /* past the last parameter */
-    if (r != CUDA_SUCCESS) {
-      e->np = -1;
-      return -1;
-    }
+    if (r == CUDA_ERROR_INVALID_VALUE) return (int)i; /* past the last parameter */
+    if (r != CUDA_SUCCESS) return -1;
+    if (off + size > l->pbytes) l->pbytes = off + size;
     if (size < 8) continue;
-    e->idx[e->np] = (uint16_t)i;
-    e->words[e->np++] = (uint16_t)(size / 8 < 0xffff ? size / 8 : 0xffff);
+    if (l->np == l->cap) {
+      int nc = l->cap ? 2 * l->cap : 64;
+      obs_param_t *np = realloc(l->p, (size_t)nc * sizeof *np);
+      if (!np) return -1;
+      l->p = np, l->cap = nc;
+    }
+    l->p[l->np++] = (obs_param_t){(uint32_t)i, (uint32_t)(size / 8)};
   }
-  return (int)i;
+  return -1;
 }
 
-/* f's layout: the first family that gives one with parameters; a layout of
- * no parameters is believed only when no other family gives more (a driver
- * may answer a handle of the other family "past the last parameter"). */
-static void fn_layout(CUfunction f, obs_fn_t *e) {
+/* f's layout, in a new entry (NULL without memory): the first family that
+ * gives one with parameters; a layout of no parameters is believed only
+ * when no other family gives more (a driver may answer a handle of the
+ * other family "past the last parameter"). */
+static obs_fn_t *fn_make(CUfunction f) {
   query_t q;
   query_plan(f, &q);
-  e->f = f;
-  e->kernel = 0;
+  layout_t best = {0}, t = {0};
   int have = -1;
-  obs_fn_t t;
   for (int i = 0; i < q.n && have <= 0; i++) {
-    int got = layout_with(q.h[i], q.kern[i] ? kern_param : func_param, have < 0 ? e : &t);
-    if (got > 0 && have == 0) { /* a real layout after an empty answer */
-      e->np = t.np;
-      memcpy(e->idx, t.idx, sizeof t.idx);
-      memcpy(e->words, t.words, sizeof t.words);
+    int got = layout_with(q.h[i], q.kern[i] ? kern_param : func_param, &t);
+    if (got > have) { /* the first answer, or a real layout after an empty one */
+      layout_t x = best;
+      best = t, t = x;
+      have = got;
     }
-    if (got > have) have = got;
   }
-  if (have < 0) e->np = -1;
+  int np = have < 0 ? 0 : best.np;
+  obs_fn_t *e = malloc(sizeof *e + (size_t)np * sizeof *e->p);
+  if (e) {
+    e->f = f;
+    e->kernel = 0;
+    e->np = have < 0 ? -1 : np;
+    e->pbytes = best.pbytes;
+    if (np) memcpy(e->p, best.p, (size_t)np * sizeof *e->p);
+  }
+  free(best.p);
+  free(t.p);
+  return e;
 }
 
 static obs_fn_t *fn_find(CUfunction f) {
@@ -131,58 +157,74 @@ static obs_fn_t *fn_find(CUfunction f) {
   return NULL;
 }
 
-/* Publishes a new entry; NULL when the table is full there or out of memory. */
-static obs_fn_t *fn_insert(CUfunction f) {
-  obs_fn_t *e = malloc(sizeof *e);
-  if (!e) return NULL;
-  fn_layout(f, e);
+/* Publishes e: e, the entry another thread published first, or NULL when
+ * the table is full there. */
+static obs_fn_t *fn_insert(obs_fn_t *e) {
+  CUfunction f = e->f;
   unsigned s = fn_slot(f);
   for (int i = 0; i < OBS_FN_PROBE; i++) {
     obs_fn_t **slot = &fn_tab[(s + i) & (OBS_FN_SLOTS - 1)], *cur = NULL;
     if (__atomic_compare_exchange_n(slot, &cur, e, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return e;
-    if (cur->f == f) { /* another thread won */
-      free(e);
-      return cur;
-    }
+    if (cur->f == f) return cur; /* another thread won: the caller frees e */
   }
-  free(e);
   return NULL;
 }
 
-static obs_fn_t *fn_get(CUfunction f) {
+/* f's entry; *tmp set when it could not be published (the table is full
+ * there): the caller frees it after use.  NULL without memory. */
+static obs_fn_t *fn_get(CUfunction f, obs_fn_t **tmp) {
+  *tmp = NULL;
   obs_fn_t *e = fn_find(f);
-  return e ? e : fn_insert(f);
+  if (e) return e;
+  if (!(e = fn_make(f))) return NULL;
+  obs_fn_t *in = fn_insert(e);
+  if (!in) { /* no slot: for this call only */
+    *tmp = e;
+    return e;
+  }
+  if (in != e) free(e); /* another thread won */
+  return in;
 }
 
 // ---- values ----
 
-static int scan_extra(void **extra, CUdeviceptr *vals, int cap) {
+/* The packed buffer of an `extra` launch, bounded by the layout's size
+ * (and by the size claimed, when smaller: the driver refuses that launch).
+ * -1 when the array is malformed (no END within 64 entries, no buffer). */
+static int scan_extra(void **extra, size_t pbytes, CUdeviceptr *vals, int cap) {
   const unsigned char *buf = NULL;
   size_t len = 0;
-  for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END && i < 64; i += 2) {
+  int i = 0;
+  for (; i < 64 && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
     if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = extra[i + 1];
     if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1]) len = *(size_t *)extra[i + 1];
   }
+  if (i >= 64) return -1;
+  if (!buf) return pbytes ? -1 : 0;
+  if (len > pbytes) len = pbytes;
   int n = 0;
-  for (size_t off = 0; buf && off + 8 <= len && n < cap; off += 8)
-    memcpy(&vals[n++], buf + off, 8);
+  for (size_t off = 0; off + 8 <= len; off += 8, n++)
+    if (n < cap) memcpy(&vals[n], buf + off, 8);
   return n;
 }
 
 int obs_values(CUfunction f, void **params, void **extra, CUdeviceptr *vals, int cap) {
-  if (!params) return extra ? scan_extra(extra, vals, cap) : 0;
-  obs_fn_t tmp, *e = fn_get(f);
-  if (!e) { /* table full: work it out for this launch only */
-    fn_layout(f, &tmp);
-    e = &tmp;
-  }
-  if (e->np < 0) return -1; /* no layout from either family: unseen */
+  if (!params && !extra) return 0;
+  obs_fn_t *tmp, *e = fn_get(f, &tmp);
+  if (!e) return -1; /* no memory for the layout: unseen */
   int n = 0;
-  for (int i = 0; i < e->np && n < cap; i++) {
-    const unsigned char *p = params[e->idx[i]];
-    for (unsigned w = 0; p && w < e->words[i] && n < cap; w++)
-      memcpy(&vals[n++], p + 8 * w, 8);
+  if (e->np < 0) { /* no layout from either family: unseen */
+    n = -1;
+  } else if (!params) {
+    n = scan_extra(extra, e->pbytes, vals, cap);
+  } else {
+    for (int i = 0; i < e->np; i++) {
+      const unsigned char *p = params[e->p[i].idx];
+      for (unsigned w = 0; p && w < e->p[i].words; w++, n++)
+        if (n < cap) memcpy(&vals[n], p + 8 * w, 8);
+    }
   }
+  free(tmp);
   return n;
 }
 
@@ -208,8 +250,11 @@ static uint64_t name_id(CUfunction f) {
 }
 
 uint64_t obs_kernel_id(CUfunction f) {
-  obs_fn_t *e = fn_get(f);
-  if (!e) return name_id(f);
+  obs_fn_t *tmp, *e = fn_get(f, &tmp);
+  if (!e || tmp) {
+    free(tmp);
+    return name_id(f);
+  }
   uint64_t k = __atomic_load_n(&e->kernel, __ATOMIC_RELAXED);
   if (!k) {
     k = name_id(f);
@@ -220,18 +265,83 @@ uint64_t obs_kernel_id(CUfunction f) {
 
 // ---- allocations ----
 
-static void set_add(obs_set_t *s, CUdeviceptr v, const vx_alloc_info_t *a) {
+void obs_set_init(obs_set_t *s) {
+  s->n = s->nonnative = s->oom = 0;
+  s->cap = OBS_MAX_ALLOCS;
+  s->lo = s->lo0;
+  s->a = s->a0;
+  s->hidx = NULL;
+  s->hcap = 0;
+}
+
+void obs_set_fini(obs_set_t *s) {
+  if (s->lo != s->lo0) free(s->lo);
+  if (s->a != s->a0) free(s->a);
+  free(s->hidx);
+  obs_set_init(s);
+}
+
+static unsigned base_slot(CUdeviceptr base, int hcap) {
+  return (unsigned)((base * 0x9E3779B97F4A7C15ull) >> 32) & (unsigned)(hcap - 1);
+}
+
+static void hidx_put(obs_set_t *s, int i) {
+  unsigned h = base_slot(s->a[i].base, s->hcap);
+  while (s->hidx[h] >= 0)
+    h = (h + 1) & (unsigned)(s->hcap - 1);
+  s->hidx[h] = i;
+}
+
+/* Room for one more: the arrays doubled on the heap, the index rebuilt at
+ * twice their size.  0, or -1 (no memory: s->oom). */
+static int set_grow(obs_set_t *s) {
+  int nc = 2 * s->cap, hc = 2 * nc;
+  CUdeviceptr *lo = malloc((size_t)nc * sizeof *lo);
+  vx_alloc_info_t *a = malloc((size_t)nc * sizeof *a);
+  int *hi = malloc((size_t)hc * sizeof *hi);
+  if (!lo || !a || !hi) {
+    free(lo), free(a), free(hi);
+    s->oom = 1;
+    return -1;
+  }
+  memcpy(lo, s->lo, (size_t)s->n * sizeof *lo);
+  memcpy(a, s->a, (size_t)s->n * sizeof *a);
+  if (s->lo != s->lo0) free(s->lo);
+  if (s->a != s->a0) free(s->a);
+  free(s->hidx);
+  s->lo = lo, s->a = a, s->cap = nc;
+  s->hidx = hi, s->hcap = hc;
+  memset(hi, 0xff, (size_t)hc * sizeof *hi);
   for (int i = 0; i < s->n; i++)
-    if (s->a[i].base == a->base) {
-      if (v < s->lo[i]) s->lo[i] = v;
-      return;
-    }
-  if (s->n == OBS_MAX_ALLOCS) {
-    s->overflow = 1;
+    hidx_put(s, i);
+  return 0;
+}
+
+/* The index of a->base in s, or -1. */
+static int set_find(const obs_set_t *s, CUdeviceptr base) {
+  if (s->n && s->a[s->n - 1].base == base) return s->n - 1; /* runs of one buffer */
+  if (!s->hidx) {
+    for (int i = 0; i < s->n; i++)
+      if (s->a[i].base == base) return i;
+    return -1;
+  }
+  for (unsigned h = base_slot(base, s->hcap);; h = (h + 1) & (unsigned)(s->hcap - 1)) {
+    int i = s->hidx[h];
+    if (i < 0 || s->a[i].base == base) return i;
+  }
+}
+
+static void set_add(obs_set_t *s, CUdeviceptr v, const vx_alloc_info_t *a) {
+  int i = set_find(s, a->base);
+  if (i >= 0) {
+    if (v < s->lo[i]) s->lo[i] = v;
     return;
   }
+  if (s->n == s->cap && set_grow(s)) return;
   s->lo[s->n] = v;
-  s->a[s->n++] = *a;
+  s->a[s->n] = *a;
+  if (s->hidx) hidx_put(s, s->n);
+  s->n++;
   if (a->tier != VX_TIER_NATIVE) s->nonnative++;
 }
 

@@ -4,6 +4,7 @@
 #include "spill.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "spill_int.h"
@@ -40,60 +41,113 @@ static int touch_locked(const vx_alloc_info_t *a, CUdeviceptr p, size_t n, uint6
   return spill_g.nspilled ? spill_restore_locked(r, first, end) : 0;
 }
 
-/* The allocations the ranges reach, looked up before spill_g.mu is taken. */
-static int lookup_ranges(const CUdeviceptr *p, const size_t *n, int count, vx_alloc_info_t *a,
-                         CUdeviceptr *lo, size_t *len, int cap) {
-  int k = 0;
+/* The allocations some ranges reach: SPILL_PIN_RANGES inline, more on the
+ * heap (a fused optimizer kernel reaches hundreds: none is left out). */
+typedef struct reach {
+  int k, cap;
+  vx_alloc_info_t *a;
+  CUdeviceptr *lo;
+  size_t *len;
+  vx_alloc_info_t a0[SPILL_PIN_RANGES];
+  CUdeviceptr lo0[SPILL_PIN_RANGES];
+  size_t len0[SPILL_PIN_RANGES];
+} reach_t;
+
+static void reach_free(reach_t *r) {
+  if (r->a != r->a0) free(r->a), free(r->lo), free(r->len);
+}
+
+/* Appends one; 0 or -ENOMEM. */
+static int reach_add(reach_t *r, const vx_alloc_info_t *x, CUdeviceptr lo, size_t len) {
+  if (r->k == r->cap) {
+    int nc = 2 * r->cap;
+    vx_alloc_info_t *a = malloc((size_t)nc * sizeof *a);
+    CUdeviceptr *l = malloc((size_t)nc * sizeof *l);
+    size_t *n = malloc((size_t)nc * sizeof *n);
+    if (!a || !l || !n) {
+      free(a), free(l), free(n);
+      return -ENOMEM;
+    }
+    memcpy(a, r->a, (size_t)r->k * sizeof *a);
+    memcpy(l, r->lo, (size_t)r->k * sizeof *l);
+    memcpy(n, r->len, (size_t)r->k * sizeof *n);
+    reach_free(r);
+    r->a = a, r->lo = l, r->len = n, r->cap = nc;
+  }
+  r->a[r->k] = *x;
+  r->lo[r->k] = lo;
+  r->len[r->k++] = len;
+  return 0;
+}
+
+/* The allocations the ranges reach, looked up before spill_g.mu is taken,
+ * into *r (emptied first).  0 or -ENOMEM. */
+static int lookup_ranges(const CUdeviceptr *p, const size_t *n, int count, reach_t *r) {
+  r->k = 0;
   for (int i = 0; i < count; i++) {
     CUdeviceptr at = p[i], end = p[i] + (n[i] ? n[i] : 1);
     vx_alloc_info_t x;
     if (n[i] == SPILL_WHOLE) {
-      if (k < cap && reg_lookup(at, &x) == 0 && spill_spillable(&x)) {
-        a[k] = x;
-        lo[k] = x.base;
-        len[k++] = x.size;
-      }
+      if (reg_lookup(at, &x) == 0 && spill_spillable(&x) && reach_add(r, &x, x.base, x.size))
+        return -ENOMEM;
       continue;
     }
     if (end < at) end = (CUdeviceptr)-1;
-    while (at < end && k < cap && reg_lookup(at, &x) == 0) {
-      if (spill_spillable(&x)) {
-        a[k] = x;
-        lo[k] = at;
-        len[k++] = end - at;
-      }
+    while (at < end && reg_lookup(at, &x) == 0) {
+      if (spill_spillable(&x) && reach_add(r, &x, at, end - at)) return -ENOMEM;
       at = x.base + x.size;
     }
   }
-  return k;
+  return 0;
+}
+
+/* Without memory to pin what an operation reaches, the tier cannot keep
+ * it resident until it is enqueued: everything is restored and spilling
+ * stops (spill_unseen_launch), the one fallback that needs no memory. */
+static CUresult no_room_to_pin(void) {
+  VX_LOG_ONCE(VX_LOG_WARN, "no memory to pin the allocations an operation reaches: "
+                           "restoring everything from the NVMe swap");
+  return spill_unseen_launch();
 }
 
 CUresult spill_make_resident_many(const CUdeviceptr *p, const size_t *n, int count, CUstream s) {
   (void)s; /* restores are synchronous copies: done before any later work */
-  vx_alloc_info_t a[SPILL_PIN_RANGES];
-  CUdeviceptr lo[SPILL_PIN_RANGES];
-  size_t len[SPILL_PIN_RANGES];
   if (!spill_armed()) return CUDA_SUCCESS;
-  spill_pinset_t *ps = spill_pinset(); /* NULL (no memory): nothing pinned */
-  int rc = 0, k;
+  reach_t R = {.cap = SPILL_PIN_RANGES};
+  R.a = R.a0, R.lo = R.lo0, R.len = R.len0;
+  spill_pinset_t *ps = spill_pinset();
+  if (!ps) return no_room_to_pin();
+  int rc = 0;
   for (;;) {
     uint64_t seen = __atomic_load_n(&spill_g.forgets, __ATOMIC_ACQUIRE);
-    k = lookup_ranges(p, n, count, a, lo, len, SPILL_PIN_RANGES);
-    if (!k) return CUDA_SUCCESS;
+    if (lookup_ranges(p, n, count, &R)) {
+      reach_free(&R);
+      return no_room_to_pin();
+    }
+    if (!R.k) return CUDA_SUCCESS;
     pthread_mutex_lock(&spill_g.mu);
     if (spill_g.forgets == seen) break;
     pthread_mutex_unlock(&spill_g.mu); /* a free raced with the lookup */
   }
+  spill_pin_t *call = spill_pin_call_locked(ps, R.k);
+  if (!call) {
+    pthread_mutex_unlock(&spill_g.mu);
+    reach_free(&R);
+    return no_room_to_pin();
+  }
   uint64_t now = ++spill_g.clock_now;
-  spill_pin_t *call = ps ? spill_pin_call_locked(ps) : NULL;
-  for (int i = 0; i < k; i++) {
-    int e = touch_locked(&a[i], lo[i], len[i], now, call ? &call[i] : NULL);
+  /* All of them stamped and pinned in one call: none is spilled to make
+   * room for another (the pins hold until the thread's next calls). */
+  for (int i = 0; i < R.k; i++) {
+    call[i] = (spill_pin_t){0}; /* stays empty where no record could be made */
+    int e = touch_locked(&R.a[i], R.lo[i], R.len[i], now, &call[i]);
     if (e && !rc) rc = e;
   }
-  if (ps) ps->n[ps->head] = k;
+  ps->n[ps->head] = R.k;
   if (!rc) spill_enforce_locked(); /* over the limit: a warning was said */
   spill_publish_locked();
   pthread_mutex_unlock(&spill_g.mu);
+  reach_free(&R);
   if (rc)
     VX_LOG_ONCE(VX_LOG_ERROR, "restore from the NVMe swap failed (%s): the operation fails",
                 strerror(-rc));

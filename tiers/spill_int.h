@@ -32,7 +32,7 @@
 
 #define SPILL_BATCH 64      /* chunks per nvme job (128 MiB of 2 MiB chunks) */
 #define SPILL_PIN_CALLS 4   /* calls of a thread whose ranges stay pinned */
-#define SPILL_PIN_RANGES 32 /* allocations one call reaches (more are ignored) */
+#define SPILL_PIN_RANGES 32 /* pins of one call held inline (more go to the heap) */
 #define SPILL_BOUNCE 8      /* pinned bounce buffers (K >= 2: copies overlap I/O) */
 #define SPILL_CHUNK ((size_t)1 << VX_CHUNK_SHIFT)
 
@@ -68,7 +68,9 @@ typedef struct spill_pin {
 typedef struct spill_pinset {
   int head;
   int n[SPILL_PIN_CALLS];
-  spill_pin_t p[SPILL_PIN_CALLS][SPILL_PIN_RANGES];
+  int cap[SPILL_PIN_CALLS];        /* of p[c]: SPILL_PIN_RANGES, or more on the heap */
+  spill_pin_t *p[SPILL_PIN_CALLS]; /* p0[c], or a heap array */
+  spill_pin_t p0[SPILL_PIN_CALLS][SPILL_PIN_RANGES];
 } spill_pinset_t;
 
 struct spill_state {
@@ -158,8 +160,9 @@ void spill_stats_sync_locked(int dev);
  * thread exit); NULL without memory.  Not called with spill_g.mu held. */
 spill_pinset_t *spill_pinset(void);
 /* Moves to the thread's oldest call slot, unpinning what it held, and
- * returns its SPILL_PIN_RANGES entries (the caller sets ps->n[ps->head]). */
-spill_pin_t *spill_pin_call_locked(spill_pinset_t *ps);
+ * returns room for k entries there (the caller sets ps->n[ps->head]), or
+ * NULL without memory (the slot is then empty). */
+spill_pin_t *spill_pin_call_locked(spill_pinset_t *ps, int k);
 void spill_unpin_all_locked(spill_pinset_t *ps);
 
 #endif

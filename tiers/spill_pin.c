@@ -7,10 +7,13 @@
 #include "spill_int.h"
 
 static void pin_thread_exit(void *arg) {
+  spill_pinset_t *ps = arg;
   pthread_mutex_lock(&spill_g.mu);
-  spill_unpin_all_locked(arg);
+  spill_unpin_all_locked(ps);
   pthread_mutex_unlock(&spill_g.mu);
-  free(arg);
+  for (int c = 0; c < SPILL_PIN_CALLS; c++)
+    if (ps->p[c] != ps->p0[c]) free(ps->p[c]);
+  free(ps);
 }
 
 static void pin_key_make(void) {
@@ -23,6 +26,8 @@ spill_pinset_t *spill_pinset(void) {
   spill_pinset_t *ps = pthread_getspecific(spill_g.pin_key);
   if (ps) return ps;
   ps = calloc(1, sizeof *ps);
+  for (int c = 0; ps && c < SPILL_PIN_CALLS; c++)
+    ps->p[c] = ps->p0[c], ps->cap[c] = SPILL_PIN_RANGES;
   if (ps && pthread_setspecific(spill_g.pin_key, ps)) {
     free(ps);
     ps = NULL;
@@ -39,12 +44,18 @@ static void unpin_locked(const spill_pin_t *p) {
     if (r->pins[i]) r->pins[i]--;
 }
 
-spill_pin_t *spill_pin_call_locked(spill_pinset_t *ps) {
-  ps->head = (ps->head + 1) % SPILL_PIN_CALLS;
-  for (int i = 0; i < ps->n[ps->head]; i++)
-    unpin_locked(&ps->p[ps->head][i]);
-  ps->n[ps->head] = 0;
-  return ps->p[ps->head];
+spill_pin_t *spill_pin_call_locked(spill_pinset_t *ps, int k) {
+  int c = ps->head = (ps->head + 1) % SPILL_PIN_CALLS;
+  for (int i = 0; i < ps->n[c]; i++)
+    unpin_locked(&ps->p[c][i]);
+  ps->n[c] = 0;
+  if (k > ps->cap[c]) { /* a call reaching more than ever: this slot grows */
+    spill_pin_t *np = malloc((size_t)k * sizeof *np);
+    if (!np) return NULL;
+    if (ps->p[c] != ps->p0[c]) free(ps->p[c]);
+    ps->p[c] = np, ps->cap[c] = k;
+  }
+  return ps->p[c];
 }
 
 void spill_unpin_all_locked(spill_pinset_t *ps) {

@@ -48,7 +48,8 @@ static long exec_index(sim_exec *e, CUgraphNode node) {
 
 /* The function may change, but not its context (cuda.h).  CUkernel
  * parameters (kern) are not simulated here: func must be given. */
-static CUresult set_kernel(CUgraphExec he, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p) {
+CUresult sim_graph_exec_set_kernel(CUgraphExec he, CUgraphNode node,
+                                   const CUDA_KERNEL_NODE_PARAMS *p) {
   if (!he || !sim_handle_ok(SIM_H_EXEC, he) || !node || !sim_handle_ok(SIM_H_NODE, node) || !p)
     return CUDA_ERROR_INVALID_VALUE;
   sim_exec *e = (sim_exec *)he;
@@ -78,7 +79,7 @@ static CUresult set_kernel(CUgraphExec he, CUgraphNode node, const CUDA_KERNEL_N
 SIM_API CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec he, CUgraphNode node,
                                                    const CUDA_KERNEL_NODE_PARAMS *p) {
   SIM_ENTER_INIT(cuGraphExecKernelNodeSetParams_v2);
-  return set_kernel(he, node, p);
+  return sim_graph_exec_set_kernel(he, node, p);
 }
 
 /* v1's fields are the leading fields of v2. */
@@ -89,7 +90,7 @@ SIM_API CUresult cuGraphExecKernelNodeSetParams(CUgraphExec he, CUgraphNode node
   CUDA_KERNEL_NODE_PARAMS q;
   memset(&q, 0, sizeof q);
   memcpy(&q, p, sizeof *p);
-  return set_kernel(he, node, &q);
+  return sim_graph_exec_set_kernel(he, node, &q);
 }
 
 // ---- whole-graph update ----

@@ -439,4 +439,10 @@ void sim_capture_forget(sim_stream *s);
  * by host RAM (reads see zero pages, a write is a SIGSEGV: nothing is kept). */
 int sim_data_prot(void);
 
+/* ---- graph node parameters (issue #13, h13-launch) ---- */
+/* cuGraphExecKernelNodeSetParams_v2's work, for cuGraphExecNodeSetParams
+ * too (sim_graph_exec.c). */
+CUresult sim_graph_exec_set_kernel(CUgraphExec he, CUgraphNode node,
+                                   const CUDA_KERNEL_NODE_PARAMS *p);
+
 #endif

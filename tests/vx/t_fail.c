@@ -294,6 +294,48 @@ static CUresult graph_change(const char *e, void *f, CUstream s) {
   return ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *))f)(x, node, &p);
 }
 
+/* cuGraphExec{Memset,Memcpy}NodeSetParams and cuGraphExecNodeSetParams
+ * (issue #13): an exec of one captured set or copy, changed to the other
+ * buffer. */
+static CUresult graph_mem_change(const char *e, void *f, CUstream s, CUdeviceptr d,
+                                 CUdeviceptr d2, CUcontext ctx) {
+  int generic = !strcmp(e, "cuGraphExecNodeSetParams");
+  int set = generic || !strncmp(e, "cuGraphExecMemset", 17);
+  CUgraph g;
+  CUgraphExec x;
+  CUgraphNode node;
+  size_t nn = 1;
+  VXT_CU(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  if (set) VXT_CU(cuMemsetD32Async(d, 1, 1024, s));
+  else VXT_CU(cuMemcpyDtoDAsync_v2(d2, d, 4096, s));
+  VXT_CU(cuStreamEndCapture(s, &g));
+  VXT_CU(cuGraphInstantiateWithFlags(&x, g, 0));
+  void *get_nodes = entry("cuGraphGetNodes");
+  void *get = entry(set ? "cuGraphMemsetNodeGetParams" : "cuGraphMemcpyNodeGetParams");
+  if (!get_nodes || !get) return (CUresult)-77;
+  VXT_CU(((CUresult(*)(CUgraph, CUgraphNode *, size_t *))get_nodes)(g, &node, &nn));
+  if (set) {
+    CUDA_MEMSET_NODE_PARAMS p;
+    VXT_CU(((CUresult(*)(CUgraphNode, CUDA_MEMSET_NODE_PARAMS *))get)(node, &p));
+    p.dst = d2;
+    if (generic) {
+      CUgraphNodeParams np;
+      memset(&np, 0, sizeof np);
+      np.type = CU_GRAPH_NODE_TYPE_MEMSET;
+      np.memset = (CUDA_MEMSET_NODE_PARAMS_v2){
+          p.dst, p.pitch, p.value, p.elementSize, p.width, p.height, ctx};
+      return ((CUresult(*)(CUgraphExec, CUgraphNode, CUgraphNodeParams *))f)(x, node, &np);
+    }
+    return ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *, CUcontext))f)(
+        x, node, &p, ctx);
+  }
+  CUDA_MEMCPY3D p;
+  VXT_CU(((CUresult(*)(CUgraphNode, CUDA_MEMCPY3D *))get)(node, &p));
+  p.srcDevice = d2, p.dstDevice = d;
+  return ((CUresult(*)(CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D *, CUcontext))f)(x, node, &p,
+                                                                                     ctx);
+}
+
 static CUresult array_copy(const char *e, void *f, CUdeviceptr d) {
   void *create = entry("cuArrayCreate_v2");
   if (!create) return (CUresult)-77;
@@ -391,6 +433,8 @@ static CUresult entry_probe(const char *e, void *f) {
     VXT_CU(cuMemAllocManaged(&m, MB, CU_MEM_ATTACH_GLOBAL));
     return ((CUresult(*)(CUdeviceptr, size_t, CUdevice, CUstream))f)(m, MB, 0, NULL);
   }
+  if (!strncmp(e, "cuGraphExecMem", 14) || !strcmp(e, "cuGraphExecNodeSetParams"))
+    return graph_mem_change(e, f, s, d, d2, ctx);
   if (!strncmp(e, "cuGraphInstantiateWithParams", 28) || !strncmp(e, "cuGraphExec", 11))
     return graph_change(e, f, s);
   if (!strcmp(e, "cuIpcGetMemHandle")) {
@@ -413,7 +457,9 @@ static int is_entry_probe(const char *e) {
                                     "cuGraphInstantiateWithParams",
                                     "cuGraphExecKernelNodeSetParams",
                                     "cuGraphExecUpdate",
-                                    "cuIpcGetMemHandle"};
+                                    "cuIpcGetMemHandle",
+                                    "cuGraphExecMem",
+                                    "cuGraphExecNodeSetParams"};
   for (size_t i = 0; i < sizeof pre / sizeof *pre; i++)
     if (!strncmp(e, pre[i], strlen(pre[i]))) return 1;
   return !strcmp(e, "cuMemPrefetchAsync") || !strcmp(e, "cuMemPrefetchAsync_ptsz");

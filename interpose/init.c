@@ -60,6 +60,7 @@ static void atfork_child(void) {
   exec_atfork_child();
   graph_atfork_child();
   timeline_atfork_child();
+  vx_report_atfork_child();
 }
 
 /* Returns the new state: 1 active, 2 pass-through. */
@@ -122,7 +123,9 @@ static int start_locked(void) {
   budget_host_init(); /* VX_HOST_MAX from MemAvailable at start-up */
   exec_init();
   vx_set_launch_observer(vx_launch_predict);
-  timeline_init(); /* VX_REPORT: the sampler thread */
+  vx_report_init(); /* a path that cannot work is said now, not at exit */
+  timeline_every(vx_report_refresh, (unsigned)vx_opt.REPORT_PERIOD);
+  timeline_init(); /* VX_REPORT: the sampler thread, which also rewrites the report */
   if (vx_opt.STATS) vx_stats_shm_publish(vx_ctr, VX_MAX_DEVICES);
   say_active();
   return 1;

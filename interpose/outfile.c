@@ -12,6 +12,40 @@
 #include <time.h>
 #include <unistd.h>
 
+int vx_path_expand(const char *tmpl, char *out, size_t n) {
+  size_t k = 0;
+  char host[256];
+  for (const char *p = tmpl; *p; p++) {
+    char num[24];
+    const char *add = NULL;
+    if (p[0] == '%' && p[1] == 'p') {
+      snprintf(num, sizeof num, "%d", (int)getpid());
+      add = num;
+    } else if (p[0] == '%' && p[1] == 'h') {
+      if (gethostname(host, sizeof host)) snprintf(host, sizeof host, "unknown");
+      host[sizeof host - 1] = 0;
+      for (char *c = host; *c; c++) /* a path component */
+        if (*c == '/') *c = '_';
+      add = host;
+    } else if (p[0] == '%' && p[1] == '%') {
+      add = "%";
+    }
+    if (add) {
+      size_t len = strlen(add);
+      if (k + len >= n) return -ENAMETOOLONG;
+      memcpy(out + k, add, len);
+      k += len;
+      p++;
+      continue;
+    }
+    if (k + 1 >= n) return -ENAMETOOLONG;
+    out[k++] = *p;
+  }
+  if (!n) return -ENAMETOOLONG;
+  out[k] = 0;
+  return 0;
+}
+
 static const char *kind_of(mode_t m) {
   if (S_ISFIFO(m)) return "a FIFO";
   if (S_ISCHR(m)) return "a character device";

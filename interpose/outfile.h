@@ -20,6 +20,12 @@ enum {
  * bytes) filled with a one-phrase reason for the caller's line. */
 int vx_outfile_open(const char *path, int accept, char *why, size_t n);
 
+/* tmpl with %p replaced by the process id, %h by the host name and %%
+ * by %, as core_pattern does (so that the ranks of a job, or a fork,
+ * each get their own VX_REPORT / VX_TRACE).  Other % sequences stay as
+ * they are.  0, or -ENAMETOOLONG when the result does not fit n bytes. */
+int vx_path_expand(const char *tmpl, char *out, size_t n);
+
 /* Writes all of buf to fd, retrying on EINTR and short writes, with
  * SIGPIPE blocked in the calling thread (a FIFO reader that went away is
  * -EPIPE, not the program's death; a SIGPIPE raised by this write is

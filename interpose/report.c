@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "budget.h"
@@ -196,24 +197,63 @@ static void report_text(struct report_out *o, const vx_counters_t *c, int ndev) 
   if (vx_opt.SITES) text_sites(o);
 }
 
-void vx_report_write(void) {
-  static int written;
-  const char *path = vx_opt.REPORT.s;
-  if (!path[0] || __atomic_exchange_n(&written, 1, __ATOMIC_RELAXED)) return;
-  static struct report_out o; /* 4 KiB: kept off the stack of an exiting thread */
-  size_t len = strlen(path);
-  int json = len > 5 && !strcmp(path + len - 5, ".json");
-  char why[128];
-  o.used = 0;
-  o.err = 0;
-  /* Never blocks: a FIFO with no reader is refused, not waited for. */
-  o.fd = strcmp(path, "stderr") ? vx_outfile_open(path, VX_OUT_STREAM, why, sizeof why)
-                                : STDERR_FILENO;
-  if (o.fd < 0) {
-    vx_log(VX_LOG_WARN, "VX_REPORT=%s: cannot write the report there: %s; no report", path, why);
+// ---- where and when ----
+
+/* hook_calls of all devices: a fork child inherits its parent's. */
+static uint64_t calls_total(void) {
+  uint64_t n = 0;
+  for (int d = 0; d < VX_MAX_DEVICES; d++)
+    n += __atomic_load_n(&vx_ctr[d].v[VX_CTR_hook_calls], __ATOMIC_RELAXED);
+  return n;
+}
+
+static uint64_t calls_at_fork; /* a process that made no call since writes no report */
+static int said; /* atomic: a failure was said (once: at start-up, or at the first write) */
+
+void vx_report_atfork_child(void) {
+  calls_at_fork = calls_total();
+}
+
+/* The report's path now (VX_REPORT with %p and %h expanded), 0 or -errno. */
+static int report_path(char *path, size_t n) {
+  return vx_path_expand(vx_opt.REPORT.s, path, n);
+}
+
+void vx_report_init(void) {
+  char path[VX_OPT_STRING_MAX + 256], dir[sizeof path];
+  if (!vx_opt.REPORT.s[0] || !strcmp(vx_opt.REPORT.s, "stderr")) return;
+  if (report_path(path, sizeof path)) {
+    vx_log(VX_LOG_WARN, "VX_REPORT=%s: the path is too long once expanded; no report",
+           vx_opt.REPORT.s);
     return;
   }
+  struct stat st;
+  if (!lstat(path, &st) && S_ISDIR(st.st_mode)) {
+    vx_log(VX_LOG_WARN, "VX_REPORT=%s: %s is a directory; no report", vx_opt.REPORT.s, path);
+    return;
+  }
+  /* The directory must take the file (and its temporary twin). */
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash)
+    snprintf(dir, sizeof dir, ".");
+  else if (slash == dir)
+    dir[1] = 0;
+  else
+    *slash = 0;
+  /* Said now; vx still tries at exit (the program may make the directory). */
+  if (access(dir, W_OK | X_OK) && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+    vx_log(VX_LOG_WARN, "VX_REPORT=%s: cannot write in %s (%s); no report", vx_opt.REPORT.s, dir,
+           strerror(errno));
+}
+
+/* Writes the report into fd; 0 or -errno. */
+static int write_into(int fd, int json) {
+  static struct report_out o; /* 4 KiB: kept off the stack of an exiting thread */
   static vx_counters_t c[VX_MAX_DEVICES];
+  o.fd = fd;
+  o.used = 0;
+  o.err = 0;
   int ndev = ctr_devices();
   ctr_snapshot(c, ndev);
   if (json)
@@ -221,9 +261,70 @@ void vx_report_write(void) {
   else
     report_text(&o, c, ndev);
   out_flush(&o);
-  /* (not into a stderr whose reader left: the line itself would raise SIGPIPE) */
-  if (o.err && !(o.fd == STDERR_FILENO && o.err == -EPIPE))
-    vx_log(VX_LOG_WARN, "VX_REPORT=%s: writing the report failed: %s; it is incomplete", path,
-           strerror(-o.err));
-  if (o.fd != STDERR_FILENO) close(o.fd);
+  return o.err;
+}
+
+/* A regular file (or none yet) is written whole into a temporary twin and
+ * renamed over it: a reader, or a job killed between two writes, only ever
+ * sees a complete report.  0, or -errno with why. */
+static int write_atomic(const char *path, int json, char *why, size_t n) {
+  char tmp[VX_OPT_STRING_MAX + 320];
+  snprintf(tmp, sizeof tmp, "%s.vx-tmp-%d", path, (int)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+  if (fd < 0) {
+    snprintf(why, n, "%s", strerror(errno));
+    return -errno;
+  }
+  int rc = write_into(fd, json);
+  if (close(fd) && !rc) rc = -errno;
+  if (!rc && rename(tmp, path)) rc = -errno;
+  if (rc) {
+    unlink(tmp);
+    snprintf(why, n, "%s", strerror(-rc));
+  }
+  return rc;
+}
+
+/* final: at exit (once); else a refresh while the program runs, only into
+ * a regular file. */
+static void write_report(int final) {
+  static int written;
+  char path[VX_OPT_STRING_MAX + 256], why[160];
+  if (!vx_opt.REPORT.s[0] || (final && __atomic_exchange_n(&written, 1, __ATOMIC_RELAXED))) return;
+  if (calls_total() <= calls_at_fork) return; /* no CUDA call here (a fork child, say) */
+  if (report_path(path, sizeof path)) return; /* said at start-up */
+  size_t len = strlen(path);
+  int json = len > 5 && !strcmp(path + len - 5, ".json");
+  struct stat st;
+  int regular =
+      strcmp(path, "stderr") && (lstat(path, &st) ? errno == ENOENT : S_ISREG(st.st_mode));
+  if (!regular && !final) return;
+  int rc;
+  if (regular) {
+    rc = write_atomic(path, json, why, sizeof why);
+  } else {
+    /* Never blocks: a FIFO with no reader is refused, not waited for. */
+    int fd = strcmp(path, "stderr") ? vx_outfile_open(path, VX_OUT_STREAM, why, sizeof why)
+                                    : STDERR_FILENO;
+    if (fd < 0) {
+      vx_log(VX_LOG_WARN, "VX_REPORT=%s: cannot write the report there: %s; no report", path, why);
+      return;
+    }
+    rc = write_into(fd, json);
+    if (fd != STDERR_FILENO) close(fd);
+    /* (not into a stderr whose reader left: the line itself would raise SIGPIPE) */
+    if (rc == -EPIPE && fd == STDERR_FILENO) return;
+    snprintf(why, sizeof why, "%s", rc ? strerror(-rc) : "");
+  }
+  if (rc && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+    vx_log(VX_LOG_WARN, "VX_REPORT=%s: writing the report failed: %s%s", path, why,
+           final ? "; no report" : "; tried again later");
+}
+
+void vx_report_write(void) {
+  write_report(1);
+}
+
+void vx_report_refresh(void) {
+  write_report(0);
 }

@@ -72,8 +72,25 @@ static void deadline(struct timespec *ts, unsigned ms) {
   }
 }
 
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void (*tl_every_fn)(void); /* set before timeline_init */
+static unsigned tl_every_s;
+
+void timeline_every(void (*fn)(void), unsigned seconds) {
+  tl_every_fn = fn;
+  tl_every_s = seconds;
+}
+
+/* Samples, and every tl_every_s seconds calls tl_every_fn (the report's
+ * rewrite) with tl_lock released: the report copies the timeline. */
 static void *sampler(void *arg) {
   (void)arg;
+  double period = tl_every_fn ? (double)tl_every_s : 0, last = mono_s();
   pthread_mutex_lock(&tl_lock);
   while (!tl_stop) {
     struct timespec ts;
@@ -81,7 +98,14 @@ static void *sampler(void *arg) {
     int rc = 0;
     while (!tl_stop && rc != ETIMEDOUT)
       rc = pthread_cond_timedwait(&tl_cond, &tl_lock, &ts);
-    if (!tl_stop) add_sample_locked();
+    if (tl_stop) break;
+    add_sample_locked();
+    if (period > 0 && mono_s() - last >= period) {
+      pthread_mutex_unlock(&tl_lock);
+      tl_every_fn();
+      last = mono_s();
+      pthread_mutex_lock(&tl_lock);
+    }
   }
   pthread_mutex_unlock(&tl_lock);
   return NULL;

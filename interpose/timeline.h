@@ -22,6 +22,9 @@ typedef struct tl_sample {
  * takes the first sample.  Returns 0, or -errno (then the report has only the
  * samples taken at init and fini).  Call once, from start-up. */
 int timeline_init(void);
+/* The sampler also calls fn every `seconds` (0: never), with no lock held
+ * (the report's rewrite).  Before timeline_init. */
+void timeline_every(void (*fn)(void), unsigned seconds);
 /* Stops and joins the sampler, then takes a last sample.  Idempotent. */
 void timeline_fini(void);
 /* Takes one sample now (the sampler does this every period).  Only after

@@ -56,7 +56,14 @@ void pinned_atfork_prepare(void);
 void pinned_atfork_parent(void);
 void pinned_atfork_child(void);
 
-/* Writes the exit summary now (also run at exit). */
+/* Writes the exit summary now (also run at exit), into a file only when
+ * this process made a CUDA call since it started or forked. */
 void vx_report_write(void);
+/* Rewrites a regular VX_REPORT file while the program runs (the timeline's
+ * sampler, every VX_REPORT_PERIOD seconds). */
+void vx_report_refresh(void);
+/* At start-up: says at once when the report could not be written. */
+void vx_report_init(void);
+void vx_report_atfork_child(void);
 
 #endif

@@ -4,6 +4,7 @@
 #include "exec.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -13,6 +14,7 @@
 #include "capture.h"
 #include "move.h"
 #include "observe.h"
+#include "outfile.h"
 #include "spill.h"
 #include "trace_rec.h"
 #include "vx.h"
@@ -103,7 +105,12 @@ void exec_init(void) {
   ex_planning = vx_opt.POLICY == VX_POLICY_PREDICT && move_layouts();
   if (!vx_opt.TRACE.s[0]) return;
   char why[128] = "";
-  int rc = trace_rec_init(vx_opt.TRACE.s, why, sizeof why);
+  char path[VX_OPT_STRING_MAX + 256];
+  int rc = vx_path_expand(vx_opt.TRACE.s, path, sizeof path);
+  if (rc)
+    snprintf(why, sizeof why, "the path is too long once expanded");
+  else
+    rc = trace_rec_init(path, why, sizeof why);
   if (rc) vx_log(VX_LOG_ERROR, "VX_TRACE=%s: cannot create it: %s; no trace", vx_opt.TRACE.s, why);
 }
 

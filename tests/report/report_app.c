@@ -65,7 +65,12 @@ static void child(void) {
     exit(1);
   }
   usleep(200 * 1000);
-  exit(0); /* runs the destructors: vx writes the child's report */
+  /* A child that makes a CUDA call (one that is legal after fork) writes
+   * its own report; one that makes none writes none (#14). */
+
+  size_t total;
+  if (getenv("REPORT_APP_CHILD_CUDA")) kit_cu.cuDeviceTotalMem_v2(&total, 0);
+  exit(0); /* runs the destructors */
 }
 
 int main(int argc, char **argv) {

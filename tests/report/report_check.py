@@ -3,7 +3,8 @@
 and checks its exit report (timeline, sites, command) and `vx report --svg`.
 
 Modes: sites (VX_SITES=1, JSON + SVG), nosites (no VX_SITES: no sites),
-text (the text report's sites section), fork (a forked child writes its own
+text (the text report's sites section), fork (a forked child without a CUDA
+call writes none; one with a call writes its own
 report: inherited samples and sites, no sampler thread; the parent's goes on)."""
 import json
 import os
@@ -130,8 +131,17 @@ def mode_text(app, vx, tmp):
 
 def mode_fork(app, vx, tmp):
     os.mkdir(os.path.join(tmp, "child"))
+    # A child that makes no CUDA call writes no report (it would replace the
+    # parent's with a stale copy where both name the same path).
     run_app(app, tmp, {"VX_SITES": "1", "VX_REPORT": "out.json", "REPORT_APP_MS": "300"},
             ["fork"])
+    check(not os.path.exists(os.path.join(tmp, "child", "out.json")),
+          "a child without a CUDA call wrote a report")
+    check_timeline(load(os.path.join(tmp, "out.json")), 0.45)
+    os.unlink(os.path.join(tmp, "out.json"))
+    # One that makes a call writes its own.
+    run_app(app, tmp, {"VX_SITES": "1", "VX_REPORT": "out.json", "REPORT_APP_MS": "300",
+                       "REPORT_APP_CHILD_CUDA": "1"}, ["fork"])
     parent = load(os.path.join(tmp, "out.json"))
     child = load(os.path.join(tmp, "child", "out.json"))
     check(parent["pid"] != child["pid"], "one report for two processes")

@@ -6,6 +6,7 @@
 #include "exec.h"
 #include "observe.h"
 #include "spill.h"
+#include "spill_order.h"
 #include "trace_rec.h"
 #include "vx.h"
 
@@ -154,11 +155,22 @@ CUresult vx_launch_predict(const vx_launch_t *l) {
 }
 
 /* After the real launch: a planned launch marks its end for the evictions
- * of later plans (exec_launched; one TLS load when nothing was planned). */
-static inline CUresult launched(int on, CUresult r) {
-  if (on) exec_launched(r);
+ * of later plans (exec_launched; one TLS load when nothing was planned),
+ * and the allocations it made resident are marked used by its stream
+ * (spill_order_enqueued; one TLS load when it made none resident). */
+static inline CUresult launched(int on, int ptsz, CUstream s, CUresult r) {
+  if (on) {
+    exec_launched(r);
+    spill_order_enqueued(ptsz && !s ? CU_STREAM_PER_THREAD : s,
+                         r == CUDA_SUCCESS ? SPILL_ORDER_STREAM : SPILL_ORDER_NONE);
+  }
   return r;
 }
+static inline int hook_ptsz(int id) {
+  return id == VX_ID_cuLaunchKernel_ptsz || id == VX_ID_cuLaunchKernelEx_ptsz ||
+         id == VX_ID_cuLaunchCooperativeKernel_ptsz || id == VX_ID_cuGraphLaunch_ptsz;
+}
+#define PTSZ(name) hook_ptsz(VX_ID_##name)
 
 static inline CUresult observe(const vx_launch_t *l, int counter) {
   ctr_add(vx_tls_dev, counter, 1);
@@ -177,7 +189,8 @@ static inline CUresult observe(const vx_launch_t *l, int counter) {
       CUresult r = observe(&l, VX_CTR_launches);                                                   \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
-    return launched(on, VX_CALL(name, f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));        \
+    return launched(on, PTSZ(name), s,                                                             \
+                    VX_CALL(name, f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));            \
   }
 
 VX_LAUNCH_HOOK(cuLaunchKernel)
@@ -196,7 +209,8 @@ VX_LAUNCH_HOOK(cuLaunchKernel_ptsz)
       CUresult r = observe(&l, VX_CTR_launches);                                                   \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
-    return launched(on, VX_CALL(name, config, f, params, extra));                                  \
+    return launched(on, PTSZ(name), config ? config->hStream : NULL,                               \
+                    VX_CALL(name, config, f, params, extra));                                      \
   }
 
 VX_LAUNCH_EX_HOOK(cuLaunchKernelEx)
@@ -211,7 +225,8 @@ VX_LAUNCH_EX_HOOK(cuLaunchKernelEx_ptsz)
       CUresult r = observe(&l, VX_CTR_launches);                                                   \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
-    return launched(on, VX_CALL(name, f, gx, gy, gz, bx, by, bz, shmem, s, params));               \
+    return launched(on, PTSZ(name), s,                                                             \
+                    VX_CALL(name, f, gx, gy, gz, bx, by, bz, shmem, s, params));                   \
   }
 
 VX_LAUNCH_COOP_HOOK(cuLaunchCooperativeKernel)
@@ -225,7 +240,7 @@ VX_LAUNCH_COOP_HOOK(cuLaunchCooperativeKernel_ptsz)
       CUresult r = observe(&l, VX_CTR_graph_launches);                                             \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
-    return launched(on, VX_CALL(name, g, s));                                                      \
+    return launched(on, PTSZ(name), s, VX_CALL(name, g, s));                                       \
   }
 
 VX_GRAPH_HOOK(cuGraphLaunch)

@@ -46,6 +46,7 @@ typedef struct spill_rec {
   uint64_t *stamp; /* last use per chunk (the spill clock) */
   int32_t *slot;   /* -1 = in managed memory, else its slot in the swap */
   uint32_t *pins;  /* operations between make-resident and enqueued */
+  uint64_t users;  /* spill_order.c: who used it since its last snapshot */
   UT_hash_handle hh;
 } spill_rec_t;
 
@@ -161,5 +162,22 @@ spill_pinset_t *spill_pinset(void);
  * returns its SPILL_PIN_RANGES entries (the caller sets ps->n[ps->head]). */
 spill_pin_t *spill_pin_call_locked(spill_pinset_t *ps);
 void spill_unpin_all_locked(spill_pinset_t *ps);
+
+// ---- spill_order.c, each under spill_g.mu ----
+
+#define SPILL_ORDER_USERS 63                 /* streams and contexts with a bit */
+#define SPILL_ORDER_LOST ((uint64_t)1 << 63) /* a use vx cannot wait for */
+
+/* Notes that the calling thread's current operation uses r (its users are
+ * marked once the operation is enqueued: spill_order_enqueued). */
+void spill_order_touch_locked(const spill_rec_t *r);
+/* Waits until every use of r noted so far is done (its users are then
+ * cleared): 0; -EBUSY when another context's work on it is still in flight
+ * or vx cannot know (leave it); -EAGAIN when the wait needs a whole-context
+ * synchronisation while a capture is in progress; -EIO on a driver error.
+ * The caller has switched to relaxed capture mode. */
+int spill_order_wait_locked(spill_rec_t *r);
+/* Fork child: the parent's events are gone. */
+void spill_order_fork_child(void);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include "spill.h"
 #include "spill_int.h"
+#include "spill_order.h"
 
 static void pin_thread_exit(void *arg) {
   pthread_mutex_lock(&spill_g.mu);
@@ -57,6 +58,7 @@ void spill_unpin_all_locked(spill_pinset_t *ps) {
 
 void spill_op_done(void) {
   if (!spill_armed()) return;
+  spill_order_enqueued(NULL, SPILL_ORDER_UNKNOWN); /* the copy hooks do not name the stream */
   spill_pinset_t *ps = spill_pinset();
   if (!ps) return;
   pthread_mutex_lock(&spill_g.mu);

@@ -24,12 +24,19 @@ static CUstream launch_stream(const vx_launch_t *l) {
   return ptsz && !l->stream ? CU_STREAM_PER_THREAD : l->stream;
 }
 
-/* An error (the legacy stream during another stream's global capture)
- * counts as capturing: vx then enqueues nothing. */
+/* 1 capturing, 0 not, -1 the query failed (the legacy stream during
+ * another stream's global capture, or a driver error).  Unknown is neither:
+ * vx enqueues nothing of its own on the stream (it may capture), but what
+ * the launch reads is still restored, in the capture-safe way (the spill
+ * tier's copies use vx's own stream in relaxed mode), so it never runs on
+ * discarded pages. */
 static int capturing(CUstream s) {
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-  return VX_CALL(cuStreamIsCapturing, s, &st) != CUDA_SUCCESS ||
-         st != CU_STREAM_CAPTURE_STATUS_NONE;
+  if (VX_CALL(cuStreamIsCapturing, s, &st) != CUDA_SUCCESS) {
+    VX_LOG_ONCE(VX_LOG_INFO, "cuStreamIsCapturing failed: a launch is restored, not predicted");
+    return -1;
+  }
+  return st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 static CUresult resident_set(const obs_set_t *s, CUstream st) {
@@ -104,11 +111,13 @@ static CUresult predict_vals(const vx_launch_t *l, const CUdeviceptr *vals, int 
   obs_resolve(vals, nv, &s);
   if (!s.nonnative && !tracing) return CUDA_SUCCESS; /* the hot path ends here */
   CUstream st = launch_stream(l);
-  if (capturing(st)) return CUDA_SUCCESS; /* recorded, not run: seen at cuGraphLaunch */
+  int cap = capturing(st);
+  if (cap > 0) return CUDA_SUCCESS; /* recorded, not run: seen at cuGraphLaunch */
   if (s.nonnative && spill_armed()) {
     CUresult r = make_resident(&s, vals, nv, st);
-    if (r != CUDA_SUCCESS) return r;
+    if (r != CUDA_SUCCESS || cap < 0) return r;
   }
+  if (cap < 0) return CUDA_SUCCESS;
   if (!kernel) kernel = obs_kernel_id(l->f);
   pol_range_t r[OBS_MAX_ALLOCS];
   int dev = -1;
@@ -129,7 +138,7 @@ static CUresult predict_vals(const vx_launch_t *l, const CUdeviceptr *vals, int 
  * since nothing can be spilled between the restore and this enqueue.  A
  * capturing stream only records it: the graph's launch decides then. */
 static __attribute__((noinline)) CUresult launch_unseen(const vx_launch_t *l) {
-  if (capturing(launch_stream(l))) return CUDA_SUCCESS;
+  if (capturing(launch_stream(l)) > 0) return CUDA_SUCCESS; /* unknown: restore */
   ctr_add(vx_tls_dev, VX_CTR_launches_unseen, 1);
   VX_LOG_ONCE(VX_LOG_INFO,
               "a %s whose pointer arguments vx cannot learn: not predicted "

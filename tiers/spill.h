@@ -67,4 +67,18 @@ void spill_op_done(void);
  * call, one relaxed load when nothing is left in the swap. */
 CUresult spill_unseen_launch(void);
 
+// ---- frees (issue 13, h13-order) ----
+
+/* The allocation at base is about to be given to the driver's free: its
+ * record (residency, swap slots) is set aside, so that no lookup finds it
+ * and an address the driver hands out again starts afresh.  Returns a
+ * token for spill_forget_end (0: nothing set aside).  Takes the spill lock;
+ * never with the registry lock held. */
+uint64_t spill_forget_begin(CUdeviceptr base);
+/* After the free: freed != 0 releases the record's slots (as
+ * spill_forget); freed == 0 (the free failed, the memory is still the
+ * application's) puts the record back, so its swapped chunks are restored
+ * on their next use instead of lost. */
+void spill_forget_end(uint64_t token, int freed);
+
 #endif

@@ -46,7 +46,10 @@ typedef struct spill_rec {
   uint64_t *stamp; /* last use per chunk (the spill clock) */
   int32_t *slot;   /* -1 = in managed memory, else its slot in the swap */
   uint32_t *pins;  /* operations between make-resident and enqueued */
-  uint64_t users;  /* spill_order.c: who used it since its last snapshot */
+  /* spill_order.c: who used it since its last snapshot (a bit per user) */
+  uint64_t users;
+  /* spill_forget_begin: set aside while its free is under way */
+  struct spill_rec *limbo_next;
   UT_hash_handle hh;
 } spill_rec_t;
 

@@ -16,7 +16,8 @@
 typedef struct obs_fn {
   CUfunction f;
   uint64_t kernel;
-  int np; /* parameters of 8 bytes or more; -1 = the driver gave no layout */
+  int np;   /* parameters of 8 bytes or more; -1 = the driver gave no layout */
+  int nall; /* parameters of any size (0: the driver said none) */
   uint16_t idx[OBS_MAX_PARAMS];
   uint16_t words[OBS_MAX_PARAMS]; /* 8-byte words in each */
 } obs_fn_t;
@@ -119,6 +120,7 @@ static void fn_layout(CUfunction f, obs_fn_t *e) {
     if (got > have) have = got;
   }
   if (have < 0) e->np = -1;
+  e->nall = have;
 }
 
 static obs_fn_t *fn_find(CUfunction f) {
@@ -177,6 +179,9 @@ int obs_values(CUfunction f, void **params, void **extra, CUdeviceptr *vals, int
     e = &tmp;
   }
   if (e->np < 0) return -1; /* no layout from either family: unseen */
+  /* "No parameters" is also what a failing query says (INVALID_VALUE at
+   * index 0): with arguments passed, vx cannot prove it sees them. */
+  if (e->nall == 0) return -1;
   int n = 0;
   for (int i = 0; i < e->np && n < cap; i++) {
     const unsigned char *p = params[e->idx[i]];

@@ -40,24 +40,28 @@ static order_user_t users[SPILL_ORDER_USERS];
 static int nusers;
 
 typedef struct order_pend {
-  int n, all; /* all: more than ORDER_PENDING: every record counts */
+  int all; /* more than ORDER_PENDING: every record counts */
   CUdeviceptr base[ORDER_PENDING];
   uint64_t gen[ORDER_PENDING];
 } order_pend_t;
 
-static __thread order_pend_t pend __attribute__((tls_model("initial-exec")));
+/* The records the thread's current operation made resident.  The count is
+ * the launch hooks' one load (initial-exec); the 1 KiB list is in the
+ * default TLS model, which the static TLS block need not make room for. */
+static __thread int pend_n __attribute__((tls_model("initial-exec")));
+static __thread order_pend_t pend;
 
 // ---- noting uses ----
 
 void spill_order_touch_locked(const spill_rec_t *r) {
-  for (int i = 0; i < pend.n; i++)
+  for (int i = 0; i < pend_n; i++)
     if (pend.base[i] == r->base && pend.gen[i] == r->gen) return;
-  if (pend.n == ORDER_PENDING) {
-    pend.all = 1;
+  if (pend_n == ORDER_PENDING) {
+    pend.all = 1; /* pend_n stays nonzero */
     return;
   }
-  pend.base[pend.n] = r->base;
-  pend.gen[pend.n++] = r->gen;
+  pend.base[pend_n] = r->base;
+  pend.gen[pend_n++] = r->gen;
 }
 
 static int user_find_locked(CUcontext ctx, CUstream s, int any) {
@@ -99,16 +103,16 @@ static void mark_locked(uint64_t bit) {
     HASH_ITER(hh, spill_g.recs, r, tmp) r->users |= bit;
     return;
   }
-  for (int i = 0; i < pend.n; i++) {
+  for (int i = 0; i < pend_n; i++) {
     r = spill_rec_find_locked(pend.base[i]);
     if (r && r->gen == pend.gen[i]) r->users |= bit;
   }
 }
 
 void spill_order_enqueued(CUstream s, int how) {
-  if (!pend.n && !pend.all) return;
+  if (!pend_n) return;
   if (how == SPILL_ORDER_NONE || !spill_armed()) {
-    pend.n = pend.all = 0;
+    pend_n = pend.all = 0;
     return;
   }
   pthread_mutex_lock(&spill_g.mu);
@@ -120,7 +124,7 @@ void spill_order_enqueued(CUstream s, int how) {
   }
   mark_locked(u >= 0 ? (uint64_t)1 << u : SPILL_ORDER_LOST);
   pthread_mutex_unlock(&spill_g.mu);
-  pend.n = pend.all = 0;
+  pend_n = pend.all = 0;
   if (u < 0)
     VX_LOG_ONCE(VX_LOG_WARN,
                 "more than %d streams and contexts use vx's memory (or an event failed): their "

@@ -78,9 +78,14 @@ static int user_new_locked(CUcontext ctx, CUstream s, int any) {
   return nusers++;
 }
 
-/* The user (ctx, s) with its event recorded on s now, or -1 (s captures:
- * a record there would join the graph; or the record failed). */
+/* The user (ctx, s) with its event recorded on s now; -1: the context as
+ * a whole stands for it (a per-thread default stream is one stream per
+ * thread, which one event cannot follow; s captures or may: the launch
+ * was recorded, not run, and a record there would join the graph); -2:
+ * vx cannot wait for it (no event; the record failed, e.g. a stream of
+ * another context). */
 static int stream_user_locked(CUcontext ctx, CUstream s) {
+  if (s == CU_STREAM_PER_THREAD) return -1;
   if (vx_capture_active()) {
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     if (VX_CALL(cuStreamIsCapturing, s, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE)
@@ -88,8 +93,8 @@ static int stream_user_locked(CUcontext ctx, CUstream s) {
   }
   int u = user_find_locked(ctx, s, 0);
   if (u < 0) u = user_new_locked(ctx, s, 0);
-  if (u < 0 || VX_CALL(cuEventRecord, users[u].ev, s) != CUDA_SUCCESS) return -1;
-  return u;
+  if (u < 0) return -1;
+  return VX_CALL(cuEventRecord, users[u].ev, s) == CUDA_SUCCESS ? u : -2;
 }
 
 static int any_user_locked(CUcontext ctx) {
@@ -120,7 +125,7 @@ void spill_order_enqueued(CUstream s, int how) {
   int u = -1;
   if (VX_CALL(cuCtxGetCurrent, &ctx) == CUDA_SUCCESS && ctx) {
     if (how == SPILL_ORDER_STREAM) u = stream_user_locked(ctx, s);
-    if (u < 0) u = any_user_locked(ctx);
+    if (u == -1 || how != SPILL_ORDER_STREAM) u = any_user_locked(ctx);
   }
   mark_locked(u >= 0 ? (uint64_t)1 << u : SPILL_ORDER_LOST);
   pthread_mutex_unlock(&spill_g.mu);

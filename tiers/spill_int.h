@@ -11,13 +11,15 @@
  *                  bounce ring, and nvme's counters copied into vx's
  *   spill_pin.c    per-thread pins (chunks an operation needs stay put)
  *   spill_init.c   options, the driver probe, the swap file, fork, fini
+ *   spill_order.c  who used a record since its last snapshot, and the
+ *                  wait for them before its chunks are copied out
  *
  * Locking: one spill lock (spill_g.mu) guards everything in spill_g but the
  * fields marked atomic; it is held across the driver copies and the I/O of
  * a job (a thread that needs a chunk being moved must wait for it anyway).
  * Order: the registry lock is never held while calling in here (reg_lookup
  * is called before spill_g.mu is taken, and never under it), and place.c
- * calls spill_forget after reg_remove has returned.  The driver is called
+ * calls spill_forget(_begin) after reg_remove has returned.  The driver is called
  * under spill_g.mu only through the real table, which takes no vx lock. */
 #ifndef VX_TIERS_SPILL_INT_H
 #define VX_TIERS_SPILL_INT_H

@@ -70,36 +70,42 @@ static int user_find_locked(CUcontext ctx, CUstream s, int any) {
   return -1;
 }
 
-static int user_new_locked(CUcontext ctx, CUstream s, int any) {
-  if (nusers == SPILL_ORDER_USERS) return -1;
-  order_user_t u = {.ctx = ctx, .s = s, .any = any};
-  if (!any && VX_CALL(cuEventCreate, &u.ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return -1;
-  users[nusers] = u;
-  return nusers++;
-}
-
-/* The user (ctx, s) with its event recorded on s now; -1: the context as
- * a whole stands for it (a per-thread default stream is one stream per
- * thread, which one event cannot follow; s captures or may: the launch
- * was recorded, not run, and a record there would join the graph); -2:
- * vx cannot wait for it (no event; the record failed, e.g. a stream of
- * another context). */
-static int stream_user_locked(CUcontext ctx, CUstream s) {
-  if (s == CU_STREAM_PER_THREAD) return -1;
-  if (vx_capture_active()) {
-    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (VX_CALL(cuStreamIsCapturing, s, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE)
-      return -1;
+/* The user (ctx, s) or (ctx, any stream), made if new: its event (made
+ * before the lock) is in *ev; -1 when the table is full.  An entry never
+ * changes once in the table, so *ev may be used after the unlock. */
+static int user_get(CUcontext ctx, CUstream s, int any, CUevent *ev) {
+  pthread_mutex_lock(&spill_g.mu);
+  int u = user_find_locked(ctx, s, any);
+  pthread_mutex_unlock(&spill_g.mu);
+  CUevent mine = NULL;
+  if (u < 0 && !any && VX_CALL(cuEventCreate, &mine, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+    return -1;
+  if (u < 0) {
+    pthread_mutex_lock(&spill_g.mu);
+    u = user_find_locked(ctx, s, any); /* another thread's may have come in */
+    if (u < 0 && nusers < SPILL_ORDER_USERS) {
+      users[nusers] = (order_user_t){.ctx = ctx, .s = s, .any = any, .ev = mine};
+      u = nusers++;
+      mine = NULL;
+    }
+    pthread_mutex_unlock(&spill_g.mu);
   }
-  int u = user_find_locked(ctx, s, 0);
-  if (u < 0) u = user_new_locked(ctx, s, 0);
-  if (u < 0) return -1;
-  return VX_CALL(cuEventRecord, users[u].ev, s) == CUDA_SUCCESS ? u : -2;
+  if (mine) VX_CALL(cuEventDestroy_v2, mine);
+  if (u >= 0) *ev = users[u].ev;
+  return u;
 }
 
-static int any_user_locked(CUcontext ctx) {
-  int u = user_find_locked(ctx, NULL, 1);
-  return u >= 0 ? u : user_new_locked(ctx, NULL, 1);
+/* 0 when an event recorded on s now would follow the operation just
+ * enqueued there; 1 when the context as a whole must stand for it: a
+ * per-thread default stream is one stream per thread, which one event
+ * cannot follow; s captures (or may: the query failed), so the launch was
+ * recorded, not run, and a record there would join the graph. */
+static int whole_context(CUstream s) {
+  if (s == CU_STREAM_PER_THREAD) return 1;
+  if (!vx_capture_active()) return 0;
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  return VX_CALL(cuStreamIsCapturing, s, &st) != CUDA_SUCCESS ||
+         st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 static void mark_locked(uint64_t bit) {
@@ -114,19 +120,27 @@ static void mark_locked(uint64_t bit) {
   }
 }
 
+/* The event is recorded outside the spill lock: the records it covers are
+ * pinned until they are marked (after the record), so no spill can choose
+ * them in between; a concurrent record by another thread only makes a
+ * wait cover more. */
 void spill_order_enqueued(CUstream s, int how) {
   if (!pend_n) return;
   if (how == SPILL_ORDER_NONE || !spill_armed()) {
     pend_n = pend.all = 0;
     return;
   }
-  pthread_mutex_lock(&spill_g.mu);
   CUcontext ctx = NULL;
+  CUevent ev = NULL;
   int u = -1;
   if (VX_CALL(cuCtxGetCurrent, &ctx) == CUDA_SUCCESS && ctx) {
-    if (how == SPILL_ORDER_STREAM) u = stream_user_locked(ctx, s);
-    if (u == -1 || how != SPILL_ORDER_STREAM) u = any_user_locked(ctx);
+    int any = how != SPILL_ORDER_STREAM || whole_context(s);
+    u = user_get(ctx, s, any, &ev);
+    /* failed (a stream of another context: a CUkernel runs in the
+     * stream's): the current context's wait would not cover it */
+    if (u >= 0 && !any && VX_CALL(cuEventRecord, ev, s) != CUDA_SUCCESS) u = -1;
   }
+  pthread_mutex_lock(&spill_g.mu);
   mark_locked(u >= 0 ? (uint64_t)1 << u : SPILL_ORDER_LOST);
   pthread_mutex_unlock(&spill_g.mu);
   pend_n = pend.all = 0;
@@ -134,7 +148,7 @@ void spill_order_enqueued(CUstream s, int how) {
     VX_LOG_ONCE(VX_LOG_WARN,
                 "more than %d streams and contexts use vx's memory (or an event failed): their "
                 "allocations stay out of the NVMe swap",
-                SPILL_ORDER_USERS - 1);
+                SPILL_ORDER_USERS);
 }
 
 // ---- waiting for them ----

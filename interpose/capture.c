@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 
+#include "move.h"
 #include "vx.h"
 
 // ---- the captures in progress ----
@@ -24,6 +25,9 @@ static int ncaps; /* written under cap_mu, read relaxed */
 /* A capture begun while the table was full cannot be told from the others
  * at its end: from then on vx counts one as active until exit (atomic). */
 static int saturated;
+/* Captures this thread began and has not seen end (a capture ended on
+ * another thread leaves it high: vx_capture_mine is then only careful). */
+static __thread int my_caps __attribute__((tls_model("initial-exec")));
 
 int vx_capture_active(void) {
   return __atomic_load_n(&ncaps, __ATOMIC_RELAXED) != 0 ||
@@ -60,6 +64,7 @@ static void cap_atfork(void) {
 static void cap_add(CUstream s) {
   pthread_once(&cap_once, cap_atfork);
   pthread_mutex_lock(&cap_mu);
+  my_caps++;
   if (ncaps < CAP_MAX) {
     caps[ncaps] = (cap_t){.s = s, .thr = pthread_self()};
     __atomic_store_n(&ncaps, ncaps + 1, __ATOMIC_RELAXED);
@@ -89,6 +94,7 @@ static void cap_end(CUstream s, CUresult r) {
   while (i < ncaps && !same(&caps[i], s))
     i++;
   if (i < ncaps) {
+    if (pthread_equal(caps[i].thr, pthread_self()) && my_caps > 0) my_caps--;
     int n = ncaps - 1;
     caps[i] = caps[n];
     __atomic_store_n(&ncaps, n, __ATOMIC_RELAXED);
@@ -111,25 +117,19 @@ void vx_capture_relax_end(vx_capture_relax_t *r) {
   r->on = 0;
 }
 
-static CUstream safe_stream[VX_MAX_DEVICES]; /* atomic; created once per device */
+void vx_capture_relax_force(vx_capture_relax_t *r) {
+  r->saved = CU_STREAM_CAPTURE_MODE_RELAXED;
+  r->on = VX_CALL(cuThreadExchangeStreamCaptureMode, &r->saved) == CUDA_SUCCESS;
+}
 
-static CUstream safe_stream_get(void) {
-  int dev;
-  if (vx_current_device(&dev) || dev < 0 || dev >= VX_MAX_DEVICES) return NULL;
-  CUstream s = __atomic_load_n(&safe_stream[dev], __ATOMIC_ACQUIRE), mine = NULL;
-  if (s) return s;
-  if (VX_CALL(cuStreamCreate, &mine, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return NULL;
-  if (__atomic_compare_exchange_n(&safe_stream[dev], &s, mine, 0, __ATOMIC_ACQ_REL,
-                                  __ATOMIC_ACQUIRE))
-    return mine;
-  VX_CALL(cuStreamDestroy_v2, mine); /* a racing thread made one first */
-  return s;
+int vx_capture_mine(void) {
+  return vx_capture_active() && (my_caps > 0 || __atomic_load_n(&saturated, __ATOMIC_RELAXED));
 }
 
 CUresult vx_capture_safe_htod(CUdeviceptr dst, const void *src, size_t n) {
   vx_capture_relax_t rx;
-  vx_capture_relax_begin(&rx);
-  CUstream s = safe_stream_get();
+  vx_capture_relax_force(&rx);
+  CUstream s = move_stream(); /* the current context's: a stream belongs to one */
   CUresult r = s ? VX_CALL(cuMemcpyHtoDAsync_v2, dst, src, n, s) : CUDA_ERROR_OUT_OF_MEMORY;
   if (r == CUDA_SUCCESS) r = VX_CALL(cuStreamSynchronize, s);
   vx_capture_relax_end(&rx);

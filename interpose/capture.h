@@ -26,9 +26,20 @@ typedef struct vx_capture_relax {
 void vx_capture_relax_begin(vx_capture_relax_t *r);
 void vx_capture_relax_end(vx_capture_relax_t *r);
 
-/* A host-to-device copy legal during a capture: relaxed mode, an async copy
- * on vx's own non-blocking stream of the current device, then a wait for
- * that stream only.  CUresult of the first failing call. */
+/* As vx_capture_relax_begin, but always (two driver calls): for a path
+ * that waits, where a capture begun by another thread just after a check
+ * of vx_capture_active would otherwise be invalidated. */
+void vx_capture_relax_force(vx_capture_relax_t *r);
+
+/* 1 when the calling thread has a capture in progress (or vx lost count):
+ * relaxed mode does not lift what its own capture forbids, so it must not
+ * wait for anything.  Takes the capture table's lock when one is active. */
+int vx_capture_mine(void);
+
+/* A host-to-device copy legal during another thread's capture: relaxed
+ * mode, an async copy on vx's own non-blocking stream of the current
+ * context (move_stream), then a wait for that stream only.  CUresult of
+ * the first failing call. */
 CUresult vx_capture_safe_htod(CUdeviceptr dst, const void *src, size_t n);
 
 #endif

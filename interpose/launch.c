@@ -11,6 +11,7 @@
 #include "observe.h"
 #include "ptrref.h"
 #include "spill.h"
+#include "spill_order.h"
 #include "trace_rec.h"
 #include "vx.h"
 
@@ -28,12 +29,19 @@ static CUstream launch_stream(const vx_launch_t *l) {
   return ptsz && !l->stream ? CU_STREAM_PER_THREAD : l->stream;
 }
 
-/* An error (the legacy stream during another stream's global capture)
- * counts as capturing: vx then enqueues nothing. */
+/* 1 capturing, 0 not, -1 the query failed (the legacy stream during
+ * another stream's global capture, or a driver error).  Unknown is neither:
+ * vx enqueues nothing of its own on the stream (it may capture), but what
+ * the launch reads is still restored, in the capture-safe way (the spill
+ * tier's copies use vx's own stream in relaxed mode), so it never runs on
+ * discarded pages. */
 static int capturing(CUstream s) {
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-  return VX_CALL(cuStreamIsCapturing, s, &st) != CUDA_SUCCESS ||
-         st != CU_STREAM_CAPTURE_STATUS_NONE;
+  if (VX_CALL(cuStreamIsCapturing, s, &st) != CUDA_SUCCESS) {
+    VX_LOG_ONCE(VX_LOG_INFO, "cuStreamIsCapturing failed: a launch is restored, not predicted");
+    return -1;
+  }
+  return st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 /* The spill tier's contract: every allocation the launch reaches is whole
@@ -104,11 +112,13 @@ static uint32_t ranges_of(const obs_set_t *s, const CUdeviceptr *vals, int nv, p
 static CUresult predict_set(const vx_launch_t *l, const obs_set_t *s, const CUdeviceptr *vals,
                             int nv, uint64_t kernel, int tracing) {
   CUstream st = launch_stream(l);
-  if (capturing(st)) return CUDA_SUCCESS; /* recorded, not run: seen at cuGraphLaunch */
+  int cap = capturing(st);
+  if (cap > 0) return CUDA_SUCCESS; /* recorded, not run: seen at cuGraphLaunch */
   if ((s->nonnative || s->oom) && spill_armed()) {
     CUresult r = make_resident(s, st);
-    if (r != CUDA_SUCCESS) return r;
+    if (r != CUDA_SUCCESS || cap < 0) return r;
   }
+  if (cap < 0) return CUDA_SUCCESS; /* may be capturing: nothing of vx's enqueued */
   if (!kernel) kernel = obs_kernel_id(l->f);
   pol_range_t r0[OBS_MAX_ALLOCS], *r = r0;
   if (s->n > OBS_MAX_ALLOCS && !(r = malloc((size_t)s->n * sizeof *r)))
@@ -150,7 +160,7 @@ static CUresult predict_vals(const vx_launch_t *l, const CUdeviceptr *vals, int 
  * since nothing can be spilled between the restore and this enqueue.  A
  * capturing stream only records it: the graph's launch decides then. */
 static __attribute__((noinline)) CUresult launch_unseen(const vx_launch_t *l) {
-  if (capturing(launch_stream(l))) return CUDA_SUCCESS;
+  if (capturing(launch_stream(l)) > 0) return CUDA_SUCCESS; /* unknown: restore */
   ctr_add(vx_tls_dev, VX_CTR_launches_unseen, 1);
   VX_LOG_ONCE(VX_LOG_INFO,
               "a %s whose pointer arguments vx cannot learn: not predicted "
@@ -204,17 +214,25 @@ CUresult vx_launch_predict(const vx_launch_t *l) {
 
 /* After the real launch: a planned launch marks its end for the evictions
  * of later plans (exec_launched; one TLS load when nothing was planned),
- * and the spill tier's pins on what it reaches lapse: the work is enqueued,
- * so a later spill's snapshot orders after it.  Until then a hot
- * allocation stayed pinned for the thread's next calls and the host limit
- * could not be enforced on it. */
-static inline CUresult launched(int on, CUresult r) {
+ * the allocations it made resident are marked used by its stream
+ * (spill_order_enqueued; one TLS load when it made none resident), and
+ * the spill tier's pins on them lapse: the work is enqueued, so a later
+ * spill's snapshot orders after it.  (Pins that outlived the launch kept
+ * a hot allocation out of every spill, and the host limit unenforced.) */
+static inline CUresult launched(int on, int ptsz, CUstream s, CUresult r) {
   if (on) {
     exec_launched(r);
-    if (spill_armed()) spill_op_done();
+    spill_order_enqueued(ptsz && !s ? CU_STREAM_PER_THREAD : s,
+                         r == CUDA_SUCCESS ? SPILL_ORDER_STREAM : SPILL_ORDER_NONE);
+    spill_pins_release();
   }
   return r;
 }
+static inline int hook_ptsz(int id) {
+  return id == VX_ID_cuLaunchKernel_ptsz || id == VX_ID_cuLaunchKernelEx_ptsz ||
+         id == VX_ID_cuLaunchCooperativeKernel_ptsz || id == VX_ID_cuGraphLaunch_ptsz;
+}
+#define PTSZ(name) hook_ptsz(VX_ID_##name)
 
 static inline CUresult observe(const vx_launch_t *l, int counter) {
   ctr_add(vx_tls_dev, counter, 1);
@@ -233,7 +251,8 @@ static inline CUresult observe(const vx_launch_t *l, int counter) {
       CUresult r = observe(&l, VX_CTR_launches);                                                   \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
-    return launched(on, VX_CALL(name, f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));        \
+    return launched(on, PTSZ(name), s,                                                             \
+                    VX_CALL(name, f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));            \
   }
 
 VX_LAUNCH_HOOK(cuLaunchKernel)
@@ -252,7 +271,8 @@ VX_LAUNCH_HOOK(cuLaunchKernel_ptsz)
       CUresult r = observe(&l, VX_CTR_launches);                                                   \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
-    return launched(on, VX_CALL(name, config, f, params, extra));                                  \
+    return launched(on, PTSZ(name), config ? config->hStream : NULL,                               \
+                    VX_CALL(name, config, f, params, extra));                                      \
   }
 
 VX_LAUNCH_EX_HOOK(cuLaunchKernelEx)
@@ -267,7 +287,8 @@ VX_LAUNCH_EX_HOOK(cuLaunchKernelEx_ptsz)
       CUresult r = observe(&l, VX_CTR_launches);                                                   \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
-    return launched(on, VX_CALL(name, f, gx, gy, gz, bx, by, bz, shmem, s, params));               \
+    return launched(on, PTSZ(name), s,                                                             \
+                    VX_CALL(name, f, gx, gy, gz, bx, by, bz, shmem, s, params));                   \
   }
 
 VX_LAUNCH_COOP_HOOK(cuLaunchCooperativeKernel)
@@ -281,7 +302,7 @@ VX_LAUNCH_COOP_HOOK(cuLaunchCooperativeKernel_ptsz)
       CUresult r = observe(&l, VX_CTR_graph_launches);                                             \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
-    return launched(on, VX_CALL(name, g, s));                                                      \
+    return launched(on, PTSZ(name), s, VX_CALL(name, g, s));                                       \
   }
 
 VX_GRAPH_HOOK(cuGraphLaunch)

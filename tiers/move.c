@@ -139,42 +139,73 @@ size_t move_discard(const CUdeviceptr *p, const size_t *sz, size_t n, CUstream s
   return bad;
 }
 
-// ---- vx's synchronous movement stream ----
+// ---- vx's own streams, one per context ----
 
-static CUstream sync_stream; /* atomic; created on first use */
+/* A stream belongs to its context: each context vx works in gets its own
+ * non-blocking stream, made on first use (a few contexts per process). */
+#define MOVE_STREAMS 64
 
-static void sync_atfork_child(void) {
-  sync_stream = NULL; /* the parent's stream means nothing here (leaked) */
+typedef struct ctx_stream {
+  CUcontext ctx;
+  CUstream s;
+} ctx_stream_t;
+
+static ctx_stream_t streams[MOVE_STREAMS];
+static int nstreams; /* under streams_mu */
+static pthread_mutex_t streams_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void streams_atfork_child(void) {
+  pthread_mutex_init(&streams_mu, NULL);
+  nstreams = 0; /* the parent's streams mean nothing here (leaked) */
 }
 
-static void sync_atfork_once(void) {
-  pthread_atfork(NULL, NULL, sync_atfork_child);
+static void streams_atfork_once(void) {
+  pthread_atfork(NULL, NULL, streams_atfork_child);
 }
 
-static CUstream stream_get(void) {
+static CUstream stream_find(CUcontext ctx) {
+  CUstream s = NULL;
+  pthread_mutex_lock(&streams_mu);
+  for (int i = 0; i < nstreams && !s; i++)
+    if (streams[i].ctx == ctx) s = streams[i].s;
+  pthread_mutex_unlock(&streams_mu);
+  return s;
+}
+
+CUstream move_stream(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
-  CUstream s = __atomic_load_n(&sync_stream, __ATOMIC_ACQUIRE), mine;
+  CUcontext ctx = NULL;
+  if (VX_CALL(cuCtxGetCurrent, &ctx) != CUDA_SUCCESS || !ctx) return NULL;
+  pthread_once(&once, streams_atfork_once);
+  CUstream s = stream_find(ctx), mine = NULL;
   if (s) return s;
+  /* made outside the lock (cuStreamCreate is legal during any capture) */
   if (VX_CALL(cuStreamCreate, &mine, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return NULL;
-  pthread_once(&once, sync_atfork_once);
-  if (__atomic_compare_exchange_n(&sync_stream, &s, mine, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-    return mine;
-  VX_CALL(cuStreamDestroy_v2, mine); /* another thread's won */
+  pthread_mutex_lock(&streams_mu);
+  for (int i = 0; i < nstreams && !s; i++)
+    if (streams[i].ctx == ctx) s = streams[i].s;
+  if (!s && nstreams < MOVE_STREAMS) {
+    streams[nstreams++] = (ctx_stream_t){ctx, mine};
+    s = mine;
+    mine = NULL;
+  }
+  pthread_mutex_unlock(&streams_mu);
+  if (mine) VX_CALL(cuStreamDestroy_v2, mine); /* another thread's won, or the table is full */
   return s;
 }
 
 size_t move_discard_sync(const CUdeviceptr *p, const size_t *sz, size_t n, uint8_t *failed,
-                         CUresult *err) {
-  CUstream s = stream_get();
-  CUresult r = s ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED, first = r;
-  size_t bad = s ? move_discard(p, sz, n, s, failed, &first) : n;
-  if (s && bad < n) r = VX_CALL(cuStreamSynchronize, s);
-  if (r != CUDA_SUCCESS) { /* not known to be done: as if none happened */
-    bad = n;
-    first = r;
+                         CUresult *err, CUresult *wait) {
+  CUstream s = move_stream();
+  CUresult first = s ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+  size_t bad = n;
+  if (s)
+    bad = move_discard(p, sz, n, s, failed, &first);
+  else
     for (size_t i = 0; failed && i < n; i++)
       failed[i] = 1;
-  }
+  CUresult w = s && bad < n ? VX_CALL(cuStreamSynchronize, s) : CUDA_SUCCESS;
+  if (wait) *wait = w;
   if (err) *err = first;
   return bad;
 }

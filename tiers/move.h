@@ -50,11 +50,20 @@ CUresult move_advise(CUdeviceptr p, size_t n, CUmem_advise advice, CUmemLocation
 size_t move_discard(const CUdeviceptr *p, const size_t *sz, size_t n, CUstream s, uint8_t *failed,
                     CUresult *err);
 
-/* move_discard on vx's own stream (made on first use in the current
- * context), then waits for that stream only: the discards are done on
- * return.  *err (if not NULL): CUDA_SUCCESS or the first error.  Returns
- * how many failed (all n when the wait failed). */
+/* vx's own non-blocking stream of the current context (made on first
+ * use; legal during a capture), or NULL (no context, none could be made).
+ * Thread-safe. */
+CUstream move_stream(void);
+
+/* move_discard on move_stream(), then waits for that stream only (the
+ * caller is in relaxed capture mode if a capture may be in progress).
+ * failed[i] = 1 only for a range the driver refused (its data is still
+ * in managed memory); *err (if not NULL) the first refusal, else
+ * CUDA_SUCCESS; *wait (if not NULL) the result of the wait: other than
+ * CUDA_SUCCESS, the discards enqueued may or may not have happened.
+ * Returns how many were refused (all n without a stream or the entry
+ * point). */
 size_t move_discard_sync(const CUdeviceptr *p, const size_t *sz, size_t n, uint8_t *failed,
-                         CUresult *err);
+                         CUresult *err, CUresult *wait);
 
 #endif

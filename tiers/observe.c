@@ -23,6 +23,7 @@ typedef struct obs_fn {
   CUfunction f;
   uint64_t kernel;
   int np;        /* parameters of 8 bytes or more; -1 = the driver gave no layout */
+  int nall;      /* parameters of any size (0: the driver said none) */
   size_t pbytes; /* the layout's size: the end of its last parameter */
   obs_param_t p[];
 } obs_fn_t;
@@ -139,6 +140,7 @@ static obs_fn_t *fn_make(CUfunction f) {
     e->f = f;
     e->kernel = 0;
     e->np = have < 0 ? -1 : np;
+    e->nall = have;
     e->pbytes = best.pbytes;
     if (np) memcpy(e->p, best.p, (size_t)np * sizeof *e->p);
   }
@@ -201,6 +203,7 @@ static int scan_extra(void **extra, size_t pbytes, CUdeviceptr *vals, int cap) {
   }
   if (i >= 64) return -1;
   if (!buf) return pbytes ? -1 : 0;
+  if (!pbytes) return -1; /* a buffer for a kernel said to take nothing: see obs_values */
   if (len > pbytes) len = pbytes;
   int n = 0;
   for (size_t off = 0; off + 8 <= len; off += 8, n++)
@@ -214,6 +217,10 @@ int obs_values(CUfunction f, void **params, void **extra, CUdeviceptr *vals, int
   if (!e) return -1; /* no memory for the layout: unseen */
   int n = 0;
   if (e->np < 0) { /* no layout from either family: unseen */
+    n = -1;
+  } else if (e->nall == 0 && params) {
+    /* "No parameters" is also what a failing query says (INVALID_VALUE at
+     * index 0): with arguments passed, vx cannot prove it sees them. */
     n = -1;
   } else if (!params) {
     n = scan_extra(extra, e->pbytes, vals, cap);

@@ -254,8 +254,10 @@ CUresult place_free(CUdeviceptr p) {
   vx_alloc_info_t a;
   place_drain();
   if (!p || reg_remove(p, &a)) return VX_CALL(cuMemFree_v2, p);
-  spill_forget(a.base, a.size);
+  /* the swapped contents go only once the free succeeded */
+  uint64_t spilled = spill_forget_begin(a.base);
   CUresult r = VX_CALL(cuMemFree_v2, p);
+  spill_forget_end(spilled, r == CUDA_SUCCESS);
   if (r != CUDA_SUCCESS) {
     retrack(&a); /* still allocated: keep tracking it */
     return r;
@@ -297,8 +299,9 @@ static CUresult free_async_managed(const vx_alloc_info_t *a, CUstream s) {
   }
   /* The stream is not capturing, so waiting for it is allowed. */
   r = VX_CALL(cuStreamSynchronize, s);
-  spill_forget(a->base, a->size);
+  uint64_t spilled = spill_forget_begin(a->base);
   if (r == CUDA_SUCCESS) r = VX_CALL(cuMemFree_v2, a->base);
+  spill_forget_end(spilled, r == CUDA_SUCCESS);
   if (r == CUDA_SUCCESS) {
     ctr_add(a->dev, VX_CTR_frees, 1);
     untrack_bytes(a);

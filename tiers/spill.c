@@ -34,6 +34,7 @@ static int touch_locked(const vx_alloc_info_t *a, CUdeviceptr p, size_t n, uint6
     for (uint32_t i = first; i < end; i++)
       r->pins[i]++;
   }
+  spill_order_touch_locked(r); /* its users: once the operation is enqueued */
   for (uint32_t i = first; i < end; i++) {
     if (!r->stamp[i]) spill_g.resident += spill_chunk_len(r, i); /* first use: now backed */
     r->stamp[i] = now;

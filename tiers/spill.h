@@ -56,6 +56,9 @@ CUresult spill_make_resident_many(const CUdeviceptr *p, const size_t *n, int cou
  * spill_int.h).  Launch paths may skip it: a thread's pins also lapse
  * after its next few calls. */
 void spill_op_done(void);
+/* Only the pins of spill_op_done: for a launch path that has told
+ * spill_order_enqueued its stream itself. */
+void spill_pins_release(void);
 
 // ---- unseen launches (CUkernel handles) ----
 
@@ -66,5 +69,19 @@ void spill_op_done(void);
  * restore failed (the launch fails: never stale data).  After the first
  * call, one relaxed load when nothing is left in the swap. */
 CUresult spill_unseen_launch(void);
+
+// ---- frees (issue 13, h13-order) ----
+
+/* The allocation at base is about to be given to the driver's free: its
+ * record (residency, swap slots) is set aside, so that no lookup finds it
+ * and an address the driver hands out again starts afresh.  Returns a
+ * token for spill_forget_end (0: nothing set aside).  Takes the spill lock;
+ * never with the registry lock held. */
+uint64_t spill_forget_begin(CUdeviceptr base);
+/* After the free: freed != 0 releases the record's slots (as
+ * spill_forget); freed == 0 (the free failed, the memory is still the
+ * application's) puts the record back, so its swapped chunks are restored
+ * on their next use instead of lost. */
+void spill_forget_end(uint64_t token, int freed);
 
 #endif

@@ -36,6 +36,7 @@ static void atfork_child(void) {
   pthread_mutex_init(&spill_g.mu, NULL);
   if (spill_g.swap) nvme_swap_abandon(spill_g.swap);
   spill_g.swap = NULL;
+  spill_order_fork_child();
   __atomic_store_n(&spill_g.armed, 0, __ATOMIC_RELAXED);
 }
 

@@ -11,13 +11,15 @@
  *                  bounce ring, and nvme's counters copied into vx's
  *   spill_pin.c    per-thread pins (chunks an operation needs stay put)
  *   spill_init.c   options, the driver probe, the swap file, fork, fini
+ *   spill_order.c  who used a record since its last snapshot, and the
+ *                  wait for them before its chunks are copied out
  *
  * Locking: one spill lock (spill_g.mu) guards everything in spill_g but the
  * fields marked atomic; it is held across the driver copies and the I/O of
  * a job (a thread that needs a chunk being moved must wait for it anyway).
  * Order: the registry lock is never held while calling in here (reg_lookup
  * is called before spill_g.mu is taken, and never under it), and place.c
- * calls spill_forget after reg_remove has returned.  The driver is called
+ * calls spill_forget(_begin) after reg_remove has returned.  The driver is called
  * under spill_g.mu only through the real table, which takes no vx lock. */
 #ifndef VX_TIERS_SPILL_INT_H
 #define VX_TIERS_SPILL_INT_H
@@ -46,6 +48,10 @@ typedef struct spill_rec {
   uint64_t *stamp; /* last use per chunk (the spill clock) */
   int32_t *slot;   /* -1 = in managed memory, else its slot in the swap */
   uint32_t *pins;  /* operations between make-resident and enqueued */
+  /* spill_order.c: who used it since its last snapshot (a bit per user) */
+  uint64_t users;
+  /* spill_forget_begin: set aside while its free is under way */
+  struct spill_rec *limbo_next;
   UT_hash_handle hh;
 } spill_rec_t;
 
@@ -164,5 +170,22 @@ spill_pinset_t *spill_pinset(void);
  * NULL without memory (the slot is then empty). */
 spill_pin_t *spill_pin_call_locked(spill_pinset_t *ps, int k);
 void spill_unpin_all_locked(spill_pinset_t *ps);
+
+// ---- spill_order.c, each under spill_g.mu ----
+
+#define SPILL_ORDER_USERS 63                 /* streams and contexts with a bit */
+#define SPILL_ORDER_LOST ((uint64_t)1 << 63) /* a use vx cannot wait for */
+
+/* Notes that the calling thread's current operation uses r (its users are
+ * marked once the operation is enqueued: spill_order_enqueued). */
+void spill_order_touch_locked(const spill_rec_t *r);
+/* Waits until every use of r noted so far is done (its users are then
+ * cleared): 0; -EBUSY when another context's work on it is still in flight
+ * or vx cannot know (leave it); -EAGAIN when the wait needs a whole-context
+ * synchronisation while a capture is in progress; -EIO on a driver error.
+ * The caller has switched to relaxed capture mode. */
+int spill_order_wait_locked(spill_rec_t *r);
+/* Fork child: the parent's events are gone. */
+void spill_order_fork_child(void);
 
 #endif

@@ -7,6 +7,7 @@
 #include "capture.h"
 #include "move.h"
 #include "spill_int.h"
+#include "spill_order.h"
 #include "vx.h"
 
 // ---- counters ----
@@ -63,18 +64,19 @@ void spill_bounce_forget_locked(void) {
 
 // ---- spill and restore of chunk lists ----
 
+/* Both directions go on vx's own non-blocking stream and wait for it
+ * alone (in relaxed capture mode, set by the callers): a synchronous copy
+ * uses the legacy stream, illegal while another thread captures. */
 static int fill_dtoh(void *buf, const nvme_chunk_t *c, void *arg) {
-  (void)arg;
-  CUresult r = VX_CALL(cuMemcpyDtoH_v2, buf, (CUdeviceptr)(uintptr_t)c->arg, c->len);
+  CUstream s = arg;
+  CUresult r = VX_CALL(cuMemcpyDtoHAsync_v2, buf, (CUdeviceptr)(uintptr_t)c->arg, c->len, s);
+  if (r == CUDA_SUCCESS) r = VX_CALL(cuStreamSynchronize, s);
   return r == CUDA_SUCCESS ? 0 : -EIO;
 }
 
 static int drain_htod(const void *buf, const nvme_chunk_t *c, void *arg) {
   (void)arg;
-  CUdeviceptr to = (CUdeviceptr)(uintptr_t)c->arg;
-  /* a synchronous copy uses the legacy stream: illegal during a capture */
-  CUresult r = vx_capture_active() ? vx_capture_safe_htod(to, buf, c->len)
-                                   : VX_CALL(cuMemcpyHtoD_v2, to, buf, c->len);
+  CUresult r = vx_capture_safe_htod((CUdeviceptr)(uintptr_t)c->arg, buf, c->len);
   return r == CUDA_SUCCESS ? 0 : -EIO;
 }
 
@@ -88,7 +90,11 @@ static void say_failure(int err) {
 }
 
 /* After a spill job: discards what reached the swap, takes back what the
- * driver would not discard.  Returns the number of chunks now spilled. */
+ * driver would not discard.  A slot is freed only where the data is
+ * provably still in managed memory (the driver refused that discard): a
+ * discard enqueued whose end could not be waited for may have happened,
+ * so its chunk counts as spilled (the swap holds its data, and the next
+ * use restores it).  Returns the number of chunks now spilled. */
 static size_t commit_spill_locked(victim_t *v, nvme_chunk_t *c, size_t n) {
   CUdeviceptr p[SPILL_BATCH];
   size_t sz[SPILL_BATCH], k = 0;
@@ -100,11 +106,11 @@ static size_t commit_spill_locked(victim_t *v, nvme_chunk_t *c, size_t n) {
   if (!k) return 0;
   /* On vx's own stream: the batch calls refuse the legacy one. */
   uint8_t bad[SPILL_BATCH];
-  CUresult r;
-  size_t nbad = move_discard_sync(p, sz, k, bad, &r);
+  CUresult r, wait = CUDA_SUCCESS;
+  size_t nbad = move_discard_sync(p, sz, k, bad, &r, &wait);
   for (size_t j = 0, i = 0; j < n; j++) {
     if (c[j].status != 0) continue;
-    if (bad[i++]) { /* the data is still in managed memory: keep it there */
+    if (bad[i++]) { /* refused: the data is still in managed memory */
       nvme_slot_free(spill_g.swap, c[j].slot);
       continue;
     }
@@ -113,6 +119,11 @@ static size_t commit_spill_locked(victim_t *v, nvme_chunk_t *c, size_t n) {
     spill_g.nspilled++;
     ctr_cur_add(v[j].r->dev, VX_CTR_nvme_bytes, c[j].len);
   }
+  if (wait != CUDA_SUCCESS)
+    VX_LOG_ONCE(VX_LOG_WARN,
+                "waiting for a discard failed (%d): its chunks are kept in the NVMe swap and "
+                "restored on their next use",
+                (int)wait);
   if (nbad == k) {
     spill_g.no_discard = 1;
     VX_LOG_ONCE(VX_LOG_WARN,
@@ -125,31 +136,66 @@ static size_t commit_spill_locked(victim_t *v, nvme_chunk_t *c, size_t n) {
   return k - nbad;
 }
 
-int spill_batch_locked(victim_t *v, size_t n) {
+/* Keeps the victims whose records' users are all done (spill_order.c),
+ * in order; *err: the first reason one was left out. */
+static size_t settled_locked(victim_t *v, size_t n, int *err) {
+  spill_rec_t *seen[SPILL_BATCH];
+  int rc[SPILL_BATCH];
+  size_t nseen = 0, m = 0;
+  *err = 0;
+  for (size_t j = 0; j < n; j++) {
+    size_t k = 0;
+    while (k < nseen && seen[k] != v[j].r)
+      k++;
+    if (k == nseen) {
+      seen[nseen] = v[j].r;
+      rc[nseen++] = spill_order_wait_locked(v[j].r);
+    }
+    if (rc[k] && !*err) *err = rc[k];
+    if (!rc[k]) v[m++] = v[j];
+  }
+  return m;
+}
+
+static int batch_relaxed_locked(victim_t *v, size_t n) {
   nvme_chunk_t c[SPILL_BATCH];
-  if (!spill_g.swap) return -ENOSPC;
-  if (spill_g.unseen) return -ENOTSUP; /* see spill_unseen_launch */
-  /* cuCtxSynchronize and synchronous copies would invalidate a capture in
-   * progress on any thread: the data stays in host RAM until it ends. */
-  if (vx_capture_active()) return -EAGAIN;
   spill_bounce_ensure_locked();
-  /* The copies out must see every write enqueued before: wait for the
-   * context's work (chunks chosen here are cold, so rarely any). */
-  if (VX_CALL(cuCtxSynchronize) != CUDA_SUCCESS) return -EIO;
+  /* The copies out must see every write enqueued before, in any context
+   * or device: each record waits for the streams that used it. */
+  int wait_err;
+  n = settled_locked(v, n, &wait_err);
+  if (!n) return wait_err ? wait_err : -EAGAIN;
+  CUstream ms = move_stream();
+  if (!ms) return -ENOMEM;
   for (size_t j = 0; j < n; j++)
     c[j] = (nvme_chunk_t){.key = v[j].i,
                           .arg = (void *)(uintptr_t)(v[j].r->base + (size_t)v[j].i * SPILL_CHUNK),
                           .len = (uint32_t)spill_chunk_len(v[j].r, v[j].i),
                           .slot = -1};
-  int rc = nvme_spill(spill_g.swap, c, n, fill_dtoh, NULL);
+  int rc = nvme_spill(spill_g.swap, c, n, fill_dtoh, ms);
   size_t ok = commit_spill_locked(v, c, n);
   spill_stats_sync_locked(v[0].r->dev);
   if (rc == -ENOSPC) spill_g.full_at = spill_g.nspilled ? spill_g.nspilled : 1;
   if (rc) say_failure(rc);
-  return rc ? rc : ok == n ? 0 : -EIO;
+  return rc ? rc : ok == n ? wait_err : -EIO;
 }
 
-int spill_restore_locked(spill_rec_t *r, uint32_t first, uint32_t end) {
+int spill_batch_locked(victim_t *v, size_t n) {
+  if (!spill_g.swap) return -ENOSPC;
+  if (spill_g.unseen) return -ENOTSUP; /* see spill_unseen_launch */
+  /* A thread's own capture forbids it every wait (relaxed mode or not):
+   * the data stays in host RAM until the capture ends. */
+  if (vx_capture_mine()) return -EAGAIN;
+  /* Other threads' captures: every call below is legal in relaxed mode
+   * (no context synchronisation, no legacy stream). */
+  vx_capture_relax_t rx;
+  vx_capture_relax_force(&rx);
+  int rc = batch_relaxed_locked(v, n);
+  vx_capture_relax_end(&rx);
+  return rc;
+}
+
+static int restore_relaxed_locked(spill_rec_t *r, uint32_t first, uint32_t end) {
   nvme_chunk_t c[SPILL_BATCH];
   uint32_t idx[SPILL_BATCH];
   int rc = 0;
@@ -178,5 +224,15 @@ int spill_restore_locked(spill_rec_t *r, uint32_t first, uint32_t end) {
     spill_stats_sync_locked(r->dev);
     if (e && !rc) rc = e;
   }
+  return rc;
+}
+
+int spill_restore_locked(spill_rec_t *r, uint32_t first, uint32_t end) {
+  /* the copies in wait for vx's own stream: relaxed, legal while another
+   * thread captures */
+  vx_capture_relax_t rx;
+  vx_capture_relax_force(&rx);
+  int rc = restore_relaxed_locked(r, first, end);
+  vx_capture_relax_end(&rx);
   return rc;
 }

@@ -5,6 +5,7 @@
 
 #include "spill.h"
 #include "spill_int.h"
+#include "spill_order.h"
 
 static void pin_thread_exit(void *arg) {
   spill_pinset_t *ps = arg;
@@ -67,6 +68,12 @@ void spill_unpin_all_locked(spill_pinset_t *ps) {
 }
 
 void spill_op_done(void) {
+  if (!spill_armed()) return;
+  spill_order_enqueued(NULL, SPILL_ORDER_UNKNOWN); /* the copy hooks do not name the stream */
+  spill_pins_release();
+}
+
+void spill_pins_release(void) {
   if (!spill_armed()) return;
   spill_pinset_t *ps = spill_pinset();
   if (!ps) return;

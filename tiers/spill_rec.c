@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "spill.h"
 #include "spill_int.h"
 #include "vx.h"
 
@@ -43,7 +44,9 @@ static spill_rec_t *rec_new_locked(const vx_alloc_info_t *a) {
   return r;
 }
 
-void spill_rec_drop_locked(spill_rec_t *r) {
+/* The bookkeeping of r's chunks goes (slots freed, nothing written back),
+ * then r; r is in no table. */
+static void rec_release_locked(spill_rec_t *r) {
   for (uint32_t i = 0; i < r->nchunks; i++) {
     size_t len = spill_chunk_len(r, i);
     if (r->slot[i] < 0) {
@@ -56,8 +59,12 @@ void spill_rec_drop_locked(spill_rec_t *r) {
   }
   __atomic_store_n(&spill_g.any, spill_g.nspilled, __ATOMIC_RELAXED);
   spill_g.full_at = 0;
-  HASH_DEL(spill_g.recs, r);
   rec_free(r);
+}
+
+void spill_rec_drop_locked(spill_rec_t *r) {
+  HASH_DEL(spill_g.recs, r);
+  rec_release_locked(r);
 }
 
 spill_rec_t *spill_rec_find_locked(CUdeviceptr base) {
@@ -77,4 +84,55 @@ void spill_drop_all_locked(void) {
   spill_rec_t *r, *tmp;
   HASH_ITER(hh, spill_g.recs, r, tmp) spill_rec_drop_locked(r);
   spill_g.published = 0;
+}
+
+// ---- frees: a record is set aside until the free is known to succeed ----
+
+/* Records of allocations being freed (spill_forget_begin), by next. */
+static spill_rec_t *limbo;
+
+uint64_t spill_forget_begin(CUdeviceptr base) {
+  if (!spill_armed()) return 0;
+  pthread_mutex_lock(&spill_g.mu);
+  spill_rec_t *r = spill_rec_find_locked(base);
+  uint64_t token = 0;
+  if (r) {
+    HASH_DEL(spill_g.recs, r);
+    r->limbo_next = limbo;
+    limbo = r;
+    token = r->gen;
+  }
+  /* lookups made before are stale: the address may come back soon */
+  __atomic_store_n(&spill_g.forgets, spill_g.forgets + 1, __ATOMIC_RELEASE);
+  spill_publish_locked();
+  pthread_mutex_unlock(&spill_g.mu);
+  return token;
+}
+
+void spill_forget_end(uint64_t token, int freed) {
+  if (!token) return;
+  pthread_mutex_lock(&spill_g.mu);
+  spill_rec_t **at = &limbo, *r;
+  while ((r = *at) && r->gen != token)
+    at = &r->limbo_next;
+  if (r) {
+    *at = r->limbo_next;
+    if (freed) {
+      rec_release_locked(r);
+    } else {
+      /* still allocated: its swapped chunks are its data; a record made
+       * meanwhile (a use racing the free) holds nothing newer */
+      spill_rec_t *now = spill_rec_find_locked(r->base);
+      if (now) spill_rec_drop_locked(now);
+      vxhash_oomed = 0;
+      HASH_ADD(hh, spill_g.recs, base, sizeof r->base, r);
+      if (vxhash_oomed) { /* cannot happen: uthash grows its buckets only */
+        rec_release_locked(r);
+        VX_LOG_ONCE(VX_LOG_ERROR, "no memory for the NVMe tier's records: data lost");
+      }
+    }
+    __atomic_store_n(&spill_g.forgets, spill_g.forgets + 1, __ATOMIC_RELEASE);
+    spill_publish_locked();
+  }
+  pthread_mutex_unlock(&spill_g.mu);
 }

@@ -64,6 +64,7 @@ static CUresult event_record(CUevent h, CUstream hs, int ptds) {
   sim_stream *s;
   r = sim_stream_resolve(hs, ptds, &s);
   if (r != CUDA_SUCCESS) return r;
+  if (s->ctx != e->ctx) return CUDA_ERROR_INVALID_HANDLE; /* cuda.h: "from the same context" */
   pthread_mutex_lock(&s->tl.mu);
   int capturing = s->cap_status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
   pthread_mutex_unlock(&s->tl.mu);

@@ -32,6 +32,7 @@ configs=(
   "managed||--no-oom"
   "host|VX_POLICY=static VX_STATIC_MIN=512K|--no-oom"
   "nvme|VX_HOST_LIMIT=32M VX_NVME_DIR=$nvme_dir|--no-oom"
+  "patterns|VX_HOST_LIMIT=32M VX_NVME_DIR=$nvme_dir SIMCUDA_DEVICES=2|--no-oom --contexts 4 --graphs --segment-mib 16"
   "faults|SIMCUDA_FAIL=cuMemAlloc_v2:50+,cuMemAllocAsync:20+|--no-oom"
 )
 status=0 runs=0 total_ops=0 total_bytes=0 total_verifies=0

@@ -249,6 +249,13 @@ static int clone_buf(worker_t *w, int i) {
 
 // ---- graphs of memset and copy nodes ----
 
+/* A capture excludes the other threads' operations: their frees and
+ * synchronous calls would be illegal while it lasts (the driver refuses
+ * them, or invalidates the capture).  Every operation holds it shared;
+ * graph_op takes it exclusively from BeginCapture to EndCapture only, so
+ * the graph's launches still run beside everything else. */
+static pthread_rwlock_t capture_rw = PTHREAD_RWLOCK_INITIALIZER;
+
 /* Captured in thread-local mode (other threads go on working), launched,
  * checked: a memset node then a DtoH copy node of the same buffer, or an
  * HtoD copy node of a fresh pattern.  The buffer may be in the NVMe swap
@@ -262,12 +269,24 @@ static int graph_op(worker_t *w, buf_t *b) {
   if (!memset_node)
     for (uint64_t i = 0; i < b->words; i++)
       w->host[i] = kit_hash(seed, i);
-  CK(w, CU(cuStreamBeginCapture_v2)(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-  CUresult rc = memset_node ? CU(cuMemsetD32Async)(b->p, c, b->words, s)
-                            : CU(cuMemcpyHtoDAsync_v2)(b->p, w->host, b->words * 4, s);
-  if (rc == CUDA_SUCCESS && memset_node)
-    rc = CU(cuMemcpyDtoHAsync_v2)(w->host, b->p, b->words * 4, s);
-  CUresult end = CU(cuStreamEndCapture)(s, &g);
+  pthread_rwlock_unlock(&capture_rw);
+  pthread_rwlock_wrlock(&capture_rw);
+  CUresult rc = CU(cuStreamBeginCapture_v2)(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  if (rc == CUDA_SUCCESS) {
+    rc = memset_node ? CU(cuMemsetD32Async)(b->p, c, b->words, s)
+                     : CU(cuMemcpyHtoDAsync_v2)(b->p, w->host, b->words * 4, s);
+    if (rc == CUDA_SUCCESS && memset_node)
+      rc = CU(cuMemcpyDtoHAsync_v2)(w->host, b->p, b->words * 4, s);
+  }
+  CUresult end = rc == CUDA_SUCCESS ? CU(cuStreamEndCapture)(s, &g) : CUDA_SUCCESS;
+  if (rc != CUDA_SUCCESS) { /* end a capture that began, whatever state it is in */
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (CU(cuStreamIsCapturing)(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE &&
+        CU(cuStreamEndCapture)(s, &g) == CUDA_SUCCESS && g)
+      CU(cuGraphDestroy)(g);
+  }
+  pthread_rwlock_unlock(&capture_rw);
+  pthread_rwlock_rdlock(&capture_rw);
   if (rc != CUDA_SUCCESS) return fail(w, "enqueue during capture", rc);
   if (end != CUDA_SUCCESS) return fail(w, "cuStreamEndCapture", end);
   CK(w, CU(cuGraphInstantiateWithFlags)(&e, g, 0));
@@ -297,17 +316,19 @@ static int segment_setup(worker_t *w) {
   for (int t = 0; t < w->ntensors; t++) {
     w->tseed[t] = (uint32_t)rnd(w);
     CK(w, kit_fill(w->seg + (size_t)t * SEG_TENSOR_WORDS * 4, SEG_TENSOR_WORDS, w->tseed[t],
-                   NULL));
+                   w->streams[0]));
   }
   return 0;
 }
 
 /* One tensor checked by a kernel (the launch reaches the segment through
- * an interior pointer), then written anew, sometimes read back by a copy. */
+ * an interior pointer), then written anew, sometimes read back by a copy.
+ * All on the thread's first stream: a tensor's check must follow its last
+ * fill (the streams are non-blocking: nothing else orders them). */
 static int segment_op(worker_t *w) {
   int t = (int)(rnd(w) % (uint64_t)w->ntensors);
   CUdeviceptr p = w->seg + (size_t)t * SEG_TENSOR_WORDS * 4;
-  CUstream s = any_stream(w);
+  CUstream s = w->streams[0];
   unsigned long long bad = 1;
   CK(w, kit_check(p, SEG_TENSOR_WORDS, w->tseed[t], s, &bad));
   if (bad) return fail(w, "segment tensor: check_u32 found mismatching words", CUDA_SUCCESS);
@@ -360,7 +381,7 @@ static int worker_teardown(worker_t *w) {
   for (int t = 0; w->seg && t < w->ntensors; t++) { /* the segment's last contents */
     unsigned long long bad = 1;
     CK(w, kit_check(w->seg + (size_t)t * SEG_TENSOR_WORDS * 4, SEG_TENSOR_WORDS, w->tseed[t],
-                    NULL, &bad));
+                    w->streams[0], &bad));
     if (bad) return fail(w, "segment tensor at exit: mismatching words", CUDA_SUCCESS);
   }
   if (w->seg) CK(w, CU(cuMemFree_v2)(w->seg));
@@ -373,12 +394,18 @@ static int worker_teardown(worker_t *w) {
 
 static void *worker_main(void *arg) {
   worker_t *w = arg;
+  pthread_rwlock_rdlock(&capture_rw);
   int rc = worker_setup(w);
+  pthread_rwlock_unlock(&capture_rw);
   for (w->op = 0; rc == 0 && w->op < w->ops; w->op++) {
+    pthread_rwlock_rdlock(&capture_rw);
     rc = one_op(w);
+    pthread_rwlock_unlock(&capture_rw);
     atomic_fetch_add(&n_ops, 1);
   }
+  pthread_rwlock_rdlock(&capture_rw);
   if (rc == 0) rc = worker_teardown(w);
+  pthread_rwlock_unlock(&capture_rw);
   free(w->streams);
   free(w->bufs);
   return rc ? w : NULL;

@@ -27,6 +27,8 @@ typedef union vx_counters {
 } vx_counters_t;
 
 const char *vx_counter_name(int id);
+/* Its help text from counters.def. */
+const char *vx_counter_help(int id);
 int vx_counter_kind(int id);
 /* Id of the PEAK counter tracking CUR counter `id` (stem + "_peak"), or -1. */
 int vx_counter_peak_of(int id);

@@ -8,9 +8,10 @@
 
 static const struct {
   const char *name;
-  int kind; /* the help text stays in counters.def: nothing prints it */
+  int kind;
+  const char *help; /* vx stat --prometheus's HELP lines */
 } ctr_table[] = {
-#define VX_COUNTER(name, kind, help) {#name, VX_CTR_KIND_##kind},
+#define VX_COUNTER(name, kind, help) {#name, VX_CTR_KIND_##kind, help},
 #include "counters.def"
 #undef VX_COUNTER
 };
@@ -19,6 +20,9 @@ _Static_assert(sizeof(vx_counters_t) == VX_CTR_COUNT * sizeof(uint64_t), "counte
 
 const char *vx_counter_name(int id) {
   return id >= 0 && id < VX_CTR_COUNT ? ctr_table[id].name : "";
+}
+const char *vx_counter_help(int id) {
+  return id >= 0 && id < VX_CTR_COUNT ? ctr_table[id].help : "";
 }
 int vx_counter_kind(int id) {
   return id >= 0 && id < VX_CTR_COUNT ? ctr_table[id].kind : -1;

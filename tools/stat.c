@@ -12,16 +12,20 @@
 #include "stats_shm.h"
 
 static const char usage[] =
-    "usage: vx stat [PID] [--json]\n"
+    "usage: vx stat [PID] [--json | --prometheus]\n"
     "Prints the live counters of a process running under vx (default: all of\n"
     "this user's).  Exits 1 if PID publishes no statistics.\n"
-    "  --json      one JSON object {\"processes\":[...]}\n"
+    "  --json        one JSON object {\"processes\":[...]}\n"
+    "  --prometheus  the Prometheus text format (vx_<counter>{pid,device,command};\n"
+    "                sums as _total counters; vx_limit_bytes{limit=device|host|nvme})\n"
     "  -h, --help  this text\n";
 
 static const char *limit_names[VX_LIMIT_COUNT] = {"device", "host", "nvme"};
 
 struct stat_ctx {
-  int json, count;
+  int json, prom, count;
+  vx_stats_view_t *views; /* --prometheus: every process, printed metric by metric */
+  size_t nviews, cap;
 };
 
 static double age_s(uint64_t ns) {
@@ -93,10 +97,77 @@ static void print_json(const vx_stats_view_t *v, int first) {
   printf("]}");
 }
 
+// ---- the Prometheus text format ----
+
+/* A label value: backslash, quote and newline escaped, at most 80 bytes. */
+static void prom_label(const char *s) {
+  for (int n = 0; *s && n < 80; s++, n++) {
+    if (*s == '\\' || *s == '"')
+      printf("\\%c", *s);
+    else if (*s == '\n')
+      printf("\\n");
+    else
+      putchar((unsigned char)*s >= 0x20 ? *s : '?');
+  }
+}
+
+static void prom_labels(const vx_stats_view_t *v, unsigned d) {
+  printf("{pid=\"%d\",device=\"%u\",command=\"", (int)v->hdr.pid, d);
+  prom_label(v->hdr.cmdline);
+  printf("\"");
+}
+
+/* Every metric once (HELP, TYPE), then its samples for every process and
+ * device in use: the format wants a metric's samples together. */
+static void print_prom(const struct stat_ctx *c) {
+  for (int i = 0; i < VX_CTR_COUNT; i++) {
+    int sum = vx_counter_kind(i) == VX_CTR_KIND_SUM;
+    const char *name = vx_counter_name(i);
+    printf("# HELP vx_%s%s %s\n", name, sum ? "_total" : "", vx_counter_help(i));
+    printf("# TYPE vx_%s%s %s\n", name, sum ? "_total" : "", sum ? "counter" : "gauge");
+    for (size_t k = 0; k < c->nviews; k++) {
+      const vx_stats_view_t *v = &c->views[k];
+      if ((unsigned)i >= ncounters(v)) continue;
+      for (unsigned d = 0; d < v->hdr.ndev; d++) {
+        if (!vx_stats_dev_active(v, d)) continue;
+        printf("vx_%s%s", name, sum ? "_total" : "");
+        prom_labels(v, d);
+        printf("} %llu\n", (unsigned long long)vx_stats_get(v, d, (unsigned)i));
+      }
+    }
+  }
+  printf("# HELP vx_limit_bytes the device budget, VX_HOST_LIMIT and VX_NVME_LIMIT (0: none)\n");
+  printf("# TYPE vx_limit_bytes gauge\n");
+  for (size_t k = 0; k < c->nviews; k++)
+    for (unsigned d = 0; d < c->views[k].hdr.ndev; d++) {
+      if (!vx_stats_dev_active(&c->views[k], d)) continue;
+      for (unsigned l = 0; l < VX_LIMIT_COUNT; l++) {
+        printf("vx_limit_bytes");
+        prom_labels(&c->views[k], d);
+        printf(",limit=\"%s\"} %llu\n", limit_names[l],
+               (unsigned long long)vx_stats_limit(&c->views[k], d, l));
+      }
+    }
+}
+
 static int show(pid_t pid, struct stat_ctx *c) {
   vx_stats_view_t v;
   int rc = vx_stats_shm_open(pid, &v);
   if (rc) return rc;
+  if (c->prom) { /* kept open: printed metric by metric at the end */
+    if (c->nviews == c->cap) {
+      size_t cap = c->cap ? 2 * c->cap : 16;
+      vx_stats_view_t *nv = realloc(c->views, cap * sizeof *nv);
+      if (!nv) {
+        vx_stats_shm_close(&v);
+        return -ENOMEM;
+      }
+      c->views = nv, c->cap = cap;
+    }
+    c->views[c->nviews++] = v;
+    c->count++;
+    return 0;
+  }
   if (c->json)
     print_json(&v, c->count == 0);
   else
@@ -112,8 +183,9 @@ static void show_each(pid_t pid, void *arg) {
 }
 
 int vx_cmd_stat(int argc, char **argv) {
-  static const struct option longopts[] = {{"json", 0, 0, 'j'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-  struct stat_ctx c = {0, 0};
+  static const struct option longopts[] = {
+      {"json", 0, 0, 'j'}, {"prometheus", 0, 0, 'p'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+  struct stat_ctx c = {0};
   long pid = 0;
   int ch;
   optind = 1;
@@ -121,6 +193,8 @@ int vx_cmd_stat(int argc, char **argv) {
   while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     if (ch == 'j')
       c.json = 1;
+    else if (ch == 'p')
+      c.prom = 1;
     else if (ch == 'h')
       return vx_cli_help(usage);
     else
@@ -129,6 +203,8 @@ int vx_cmd_stat(int argc, char **argv) {
   if (argc - optind > 1 ||
       (optind < argc && (vx_cli_parse_count(argv[optind], &pid) || pid > 0x3fffffff)))
     return vx_cli_usage_error("stat", usage, "PID must be one positive number");
+  if (c.json && c.prom)
+    return vx_cli_usage_error("stat", usage, "--json or --prometheus, not both");
   if (c.json) printf("{\"processes\":[");
   int rc = 0;
   if (pid) {
@@ -140,9 +216,15 @@ int vx_cmd_stat(int argc, char **argv) {
     fprintf(stderr, "vx stat: cannot read /dev/shm\n");
     rc = -1;
   }
-  if (c.json)
+  if (c.json) {
     printf("]}\n");
-  else if (!pid && !c.count)
+  } else if (c.prom) {
+    print_prom(&c); /* with no process: the HELP and TYPE lines only, as exporters do */
+    for (size_t k = 0; k < c.nviews; k++)
+      vx_stats_shm_close(&c.views[k]);
+    free(c.views);
+  } else if (!pid && !c.count) {
     printf("no vx processes of this user\n");
+  }
   return rc ? 1 : 0;
 }

@@ -248,6 +248,33 @@ def test_stat():
         r = vx("stat", str(seg.pid))
         check(r.returncode == 0 and "native_bytes" in r.stdout and "(6.0G)" in r.stdout
               and "device 1 limits: device 8.0G host 16G nvme 64G" in r.stdout, r.stdout)
+        # the Prometheus text format: each metric's HELP and TYPE once, then its samples
+        r = vx("stat", str(seg.pid), "--prometheus")
+        check(r.returncode == 0 and r.stderr == "", f"prometheus: {r}")
+        sample = re.compile(r'^(vx_[a-z_]+)\{pid="(\d+)",device="(\d+)",command="([^"\\]|\\.)*"'
+                            r'(,limit="(device|host|nvme)")?\} (\d+)$')
+        seen, types, values = [], {}, {}
+        for line in r.stdout.splitlines():
+            if line.startswith("# TYPE "):
+                _, _, metric, kind = line.split()
+                check(metric not in types, f"TYPE twice: {metric}")
+                types[metric] = kind
+                seen.append(metric)
+                continue
+            if line.startswith("# HELP "):
+                continue
+            m = sample.match(line)
+            check(m, f"not a sample line: {line!r}")
+            check(m.group(1) == seen[-1], f"{m.group(1)} apart from its TYPE line")
+            values[(m.group(1), int(m.group(3)), m.group(6))] = int(m.group(7))
+        for i, n in enumerate(names):
+            sum_kind = (n not in ("native_bytes",) and types.get(f"vx_{n}_total") == "counter")
+            metric = f"vx_{n}_total" if sum_kind else f"vx_{n}"
+            check(metric in types, f"{metric} missing")
+            for d in range(2):
+                check(values[(metric, d, None)] == expected(d, i, n), f"{metric} dev {d}")
+        check(values[("vx_limit_bytes", 1, "host")] == 16 * GiB, "limits")
+        check(types["vx_native_bytes"] == "gauge", "CUR counters are gauges")
     finally:
         seg.close()
     r = vx("stat", str(seg.pid))

@@ -680,7 +680,12 @@ static void pin_to_host(ex_dev_t *d, int dev, const ex_pin_t *pin, int np, CUstr
   CUmemLocation gpu = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
   CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
   ex_side_t *x = side_get(d);
-  if (x && order_after(s, &x->down, 1)) x = NULL; /* what leaves waits for the work before */
+  /* What leaves waits for the work before, and for the AHEAD prefetches
+   * still bringing the allocation's chunks up (`up` is in order: all of
+   * it): a chunk that landed after its move to the host stayed on the
+   * device while the policy counted it on the host (the budget overshot
+   * by that much under load, predict_budget). */
+  if (x && (order_after(s, &x->down, 1) || order_after(x->up, &x->down, 1))) x = NULL;
   for (int i = 0; i < np; i++) {
     CUresult r = move_advise(pin[i].base, pin[i].size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host);
     if (r == CUDA_SUCCESS)

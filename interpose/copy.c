@@ -1,7 +1,9 @@
 /* Copy, set and prefetch hooks: once the NVMe tier can discard contents,
  * every range one of these reads or writes is made resident first. */
+#include "capture.h"
 #include "ptrref.h"
 #include "spill.h"
+#include "spill_order.h"
 #include "vx.h"
 
 /* While the tier is off (the usual case) a hook is VX_ENTER, one relaxed
@@ -23,6 +25,22 @@ static inline CUresult finish(CUresult r, int pinned) {
   return r;
 }
 
+/* As finish, for an operation enqueued on stream s: its allocations are
+ * marked used by that stream (an event recorded after it), so that a
+ * snapshot waits for it alone; the context as a whole would be a
+ * synchronisation, which a capture on any thread forbids.  NULL (the
+ * legacy or the per-thread stream) and a capture in progress (the event
+ * would join it) count the whole context, as the synchronous forms do. */
+static inline CUresult finish_on(CUresult r, int pinned, CUstream s) {
+  if (!pinned) return r;
+  int known = s && !vx_capture_active();
+  spill_order_enqueued(known ? s : NULL, r != CUDA_SUCCESS ? SPILL_ORDER_NONE
+                                         : known           ? SPILL_ORDER_STREAM
+                                                           : SPILL_ORDER_UNKNOWN);
+  spill_pins_release();
+  return r;
+}
+
 /* p[0..count) are addresses, p[count..2count) their lengths. */
 static CUresult guard_ranges(const CUdeviceptr *p, int count) {
   size_t n[2];
@@ -34,8 +52,10 @@ static CUresult guard_ranges(const CUdeviceptr *p, int count) {
 /* Sync (S) and async (A) forms differ by a trailing stream parameter. */
 #define S_PARAMS
 #define S_ARGS
+#define S_STREAM NULL
 #define A_PARAMS , CUstream s
 #define A_ARGS , s
+#define A_STREAM s
 
 // ---- 1D copies ----
 
@@ -44,36 +64,36 @@ static CUresult guard_ranges(const CUdeviceptr *p, int count) {
  * into tracked memory become references of that allocation, restored with
  * it by any launch that reaches it (tiers/ptrref.c; what stays unseen is
  * said there). */
-static inline CUresult htod_done(CUresult r, int pinned, CUdeviceptr dst, const void *src,
-                                 size_t n) {
+static inline CUresult htod_done(CUresult r, int pinned, CUdeviceptr dst, const void *src, size_t n,
+                                 CUstream s) {
   if (pinned && r == CUDA_SUCCESS) ptrref_note(dst, src, n);
-  return finish(r, pinned);
+  return finish_on(r, pinned, s);
 }
 
 #define HTOD(name, K)                                                                              \
   CUresult name(CUdeviceptr dst, const void *src, size_t n K##_PARAMS) {                           \
     VX_ENTER(on);                                                                                  \
     GUARD(1, dst, n);                                                                              \
-    return htod_done(VX_CALL(name, dst, src, n K##_ARGS), pinned_, dst, src, n);                   \
+    return htod_done(VX_CALL(name, dst, src, n K##_ARGS), pinned_, dst, src, n, K##_STREAM);       \
   }
 #define DTOH(name, K)                                                                              \
   CUresult name(void *dst, CUdeviceptr src, size_t n K##_PARAMS) {                                 \
     VX_ENTER(on);                                                                                  \
     GUARD(1, src, n);                                                                              \
-    return finish(VX_CALL(name, dst, src, n K##_ARGS), pinned_);                                   \
+    return finish_on(VX_CALL(name, dst, src, n K##_ARGS), pinned_, K##_STREAM);                    \
   }
 #define DTOD(name, K)                                                                              \
   CUresult name(CUdeviceptr dst, CUdeviceptr src, size_t n K##_PARAMS) {                           \
     VX_ENTER(on);                                                                                  \
     GUARD(2, dst, src, n, n);                                                                      \
-    return finish(VX_CALL(name, dst, src, n K##_ARGS), pinned_);                                   \
+    return finish_on(VX_CALL(name, dst, src, n K##_ARGS), pinned_, K##_STREAM);                    \
   }
 #define PEER(name, K)                                                                              \
   CUresult name(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,                  \
                 size_t n K##_PARAMS) {                                                             \
     VX_ENTER(on);                                                                                  \
     GUARD(2, dst, src, n, n);                                                                      \
-    return finish(VX_CALL(name, dst, dctx, src, sctx, n K##_ARGS), pinned_);                       \
+    return finish_on(VX_CALL(name, dst, dctx, src, sctx, n K##_ARGS), pinned_, K##_STREAM);        \
   }
 
 HTOD(cuMemcpyHtoD_v2, S)
@@ -155,7 +175,7 @@ static CUresult guard_3d(const CUDA_MEMCPY3D *c) {
       CUresult r = guard(c);                                                                       \
       if (r != CUDA_SUCCESS) return finish(r, 1);                                                  \
     }                                                                                              \
-    return finish(VX_CALL(name, c K##_ARGS), pinned_);                                             \
+    return finish_on(VX_CALL(name, c K##_ARGS), pinned_, K##_STREAM);                              \
   }
 
 COPY_ND(cuMemcpy2D_v2, CUDA_MEMCPY2D, guard_2d, S)
@@ -177,7 +197,7 @@ COPY_ND(cuMemcpy3DAsync_v2_ptsz, CUDA_MEMCPY3D, guard_3d, A)
   CUresult name(CUdeviceptr dst, type v, size_t n K##_PARAMS) {                                    \
     VX_ENTER(on);                                                                                  \
     GUARD(1, dst, n *(elem));                                                                      \
-    return finish(VX_CALL(name, dst, v, n K##_ARGS), pinned_);                                     \
+    return finish_on(VX_CALL(name, dst, v, n K##_ARGS), pinned_, K##_STREAM);                      \
   }
 
 SET(cuMemsetD8_v2, unsigned char, 1, S)
@@ -201,7 +221,7 @@ SET(cuMemsetD32Async_ptsz, unsigned int, 4, A)
   CUresult name(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned int flags, CUstream s) {      \
     VX_ENTER(on);                                                                                  \
     GUARD(1, p, n);                                                                                \
-    return finish(VX_CALL(name, p, n, loc, flags, s), pinned_);                                    \
+    return finish_on(VX_CALL(name, p, n, loc, flags, s), pinned_, s);                              \
   }
 
 PREFETCH(cuMemPrefetchAsync_v2)
@@ -216,7 +236,7 @@ PREFETCH(cuMemPrefetchAsync_v2_ptsz)
       CUresult r = spill_make_resident(p[i], n[i], s);                                             \
       if (r != CUDA_SUCCESS) return finish(r, 1);                                                  \
     }                                                                                              \
-    return finish(VX_CALL(name, p, n, count, locs, loc_idx, nlocs, flags, s), pinned_);            \
+    return finish_on(VX_CALL(name, p, n, count, locs, loc_idx, nlocs, flags, s), pinned_, s);      \
   }
 
 PREFETCH_BATCH(cuMemPrefetchBatchAsync)

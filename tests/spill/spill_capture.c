@@ -5,7 +5,10 @@
  * that spill sent to the swap, back (a restore from a copy hook).  The
  * NVMe tier must keep the host limit during the capture and make no call
  * that invalidates it: the capture ends as without vx, the graph runs,
- * every byte verifies (issue 13).  Mode plain: the same without the tier. */
+ * every byte verifies (issue 13).  Mode plain: the same without the tier.
+ * Mode copy: as nvme, Q written by an async host-to-device copy on a
+ * stream of its own (a copy names its stream: Q's snapshot waits for that
+ * stream's event, not for the whole context, which a capture forbids). */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -21,7 +24,7 @@
 
 static CUcontext ctx;
 static CUdeviceptr P, Q, R, G;
-static int nvme;
+static int nvme, by_copy;
 static CUresult b_err;
 static int q_spilled;
 static size_t q_bad;
@@ -80,7 +83,18 @@ static int worker(void) {
   CHECK_CU(kit_cu.cuMemAlloc_v2(&R, SZ));
   CHECK_CU(kit_cu.cuMemAlloc_v2(&G, GSZ));
   CHECK_CU(kit_fill(P, SZ / 4, 1, cs));
-  CHECK_CU(kit_fill(Q, SZ / 4, 2, cs));
+  if (by_copy) {
+    CUstream ns;
+    uint32_t *hq = malloc(SZ);
+    for (size_t i = 0; i < SZ / 4; i++)
+      hq[i] = kit_hash(2, i);
+    CHECK_CU(kit_cu.cuStreamCreate(&ns, CU_STREAM_NON_BLOCKING));
+    CHECK_CU(kit_cu.cuMemcpyHtoDAsync_v2(Q, hq, SZ, ns));
+    CHECK_CU(kit_cu.cuStreamSynchronize(ns));
+    free(hq);
+  } else {
+    CHECK_CU(kit_fill(Q, SZ / 4, 2, cs));
+  }
   for (int i = 0; i < 4; i++) /* P and Q are no longer pinned (18 MiB: no spill yet) */
     CHECK_CU(kit_fill(G, GSZ / 4, 6, cs));
   CHECK_CU(kit_cu.cuStreamSynchronize(cs));
@@ -115,13 +129,15 @@ static int worker(void) {
 
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--worker")) {
-    nvme = !strcmp(argv[2], "nvme");
+    by_copy = !strcmp(argv[2], "copy");
+    nvme = by_copy || !strcmp(argv[2], "nvme");
     return worker();
   }
-  VXT_ASSERT(argc == 2 && (!strcmp(argv[1], "nvme") || !strcmp(argv[1], "plain")),
-             "usage: nvme|plain");
+  VXT_ASSERT(argc == 2 && (!strcmp(argv[1], "nvme") || !strcmp(argv[1], "plain") ||
+                           !strcmp(argv[1], "copy")),
+             "usage: nvme|plain|copy");
   VXT_ASSERT(vxt_vx_preloaded(), "run me with libvx.so in LD_PRELOAD");
-  int on = !strcmp(argv[1], "nvme");
+  int on = strcmp(argv[1], "plain") != 0;
   char dir[256], report[256], e_dir[300], e_rep[300];
   vxt_tmpname(dir, sizeof dir, ".swap");
   if (on) VXT_ASSERT(mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));

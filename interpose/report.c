@@ -86,10 +86,10 @@ static void json_timeline(struct report_out *o) {
     const tl_sample_t *s = &samples[i];
     snprintf(line, sizeof line,
              "%s{\"t\":%.3f,\"native\":%llu,\"managed\":%llu,\"host\":%llu,\"nvme\":%llu,"
-             "\"bytes_up\":%llu,\"bytes_down\":%llu}",
+             "\"live\":%llu,\"bytes_up\":%llu,\"bytes_down\":%llu}",
              i ? "," : "", s->t, (unsigned long long)s->native, (unsigned long long)s->managed,
-             (unsigned long long)s->host, (unsigned long long)s->nvme, (unsigned long long)s->up,
-             (unsigned long long)s->down);
+             (unsigned long long)s->host, (unsigned long long)s->nvme, (unsigned long long)s->live,
+             (unsigned long long)s->up, (unsigned long long)s->down);
     out_text(o, line);
   }
   out_text(o, "]");
@@ -188,6 +188,14 @@ static void report_text(struct report_out *o, const vx_counters_t *c, int ndev) 
   out_text(o, "command: ");
   out_text(o, cmd);
   out_text(o, "\n");
+  /* The timeline's partition, as the JSON's samples have it. */
+  tl_sample_t s;
+  timeline_read(&s);
+  char t[5][VX_SIZE_TEXT];
+  snprintf(line, sizeof line, "memory now: %s live = %s native + %s managed + %s host + %s nvme\n",
+           vx_size_text(s.live, t[0]), vx_size_text(s.native, t[1]), vx_size_text(s.managed, t[2]),
+           vx_size_text(s.host, t[3]), vx_size_text(s.nvme, t[4]));
+  out_text(o, line);
   for (int d = 0; d < ndev; d++) {
     snprintf(line, sizeof line, "device %d: physical %llu bytes, limit %llu bytes\n", d,
              (unsigned long long)budget_physical(d), (unsigned long long)budget_limit(d));

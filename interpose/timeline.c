@@ -34,17 +34,44 @@ static uint64_t ld(int dev, int id) {
   return __atomic_load_n(&vx_ctr[dev].v[id], __ATOMIC_RELAXED);
 }
 
+/* The partition of what is live.  managed_bytes holds vx's managed
+ * allocations wherever their pages are; the static tier's allocations
+ * (host_tier_bytes) are in host memory; the NVMe tier's accounting knows
+ * how much of them is in the swap (nvme_bytes) and how much it holds on the
+ * host (host_held_bytes, the static tier's resident part included when it
+ * is on: hence the larger of the two, not their sum).  What remains of the
+ * movable bytes is "managed": on the device or on the host, not known. */
+void timeline_partition(tl_sample_t *s, uint64_t native, uint64_t vmm, uint64_t managed,
+                        uint64_t host_tier, uint64_t app_managed, uint64_t host_held,
+                        uint64_t nvme) {
+  uint64_t movable = managed + host_tier;
+  s->live = native + vmm + movable + app_managed;
+  s->native = native + vmm;
+  s->nvme = nvme < movable ? nvme : movable;
+  uint64_t host = host_tier > host_held ? host_tier : host_held;
+  s->host = host < movable - s->nvme ? host : movable - s->nvme;
+  s->managed = s->live - s->native - s->host - s->nvme;
+}
+
 static void read_sample(tl_sample_t *s) {
   *s = (tl_sample_t){.t = since_start()};
+  uint64_t c[7] = {0};
+  static const int ids[7] = {VX_CTR_native_bytes,      VX_CTR_vmm_bytes,
+                             VX_CTR_managed_bytes,     VX_CTR_host_tier_bytes,
+                             VX_CTR_app_managed_bytes, VX_CTR_host_held_bytes,
+                             VX_CTR_nvme_bytes};
   int ndev = ctr_devices();
   for (int d = 0; d < ndev && d < VX_MAX_DEVICES; d++) {
-    s->native += ld(d, VX_CTR_native_bytes);
-    s->managed += ld(d, VX_CTR_managed_bytes);
-    s->host += ld(d, VX_CTR_host_tier_bytes) + ld(d, VX_CTR_host_held_bytes);
-    s->nvme += ld(d, VX_CTR_nvme_bytes);
+    for (int k = 0; k < 7; k++)
+      c[k] += ld(d, ids[k]);
     s->up += ld(d, VX_CTR_bytes_up);
     s->down += ld(d, VX_CTR_bytes_down);
   }
+  timeline_partition(s, c[0], c[1], c[2], c[3], c[4], c[5], c[6]);
+}
+
+void timeline_read(tl_sample_t *s) {
+  read_sample(s);
 }
 
 /* Keeps every other sample (the first and, by the caller, the newest). */

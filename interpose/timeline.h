@@ -9,8 +9,12 @@
 /* One sample: process totals (all devices) at t seconds after start-up. */
 typedef struct tl_sample {
   double t;
-  uint64_t native, managed, host, nvme; /* current bytes per tier */
-  uint64_t up, down;                    /* cumulative bytes_up / bytes_down */
+  /* Bytes the program has allocated through vx (live), as a partition:
+   * native (device memory, VMM included) + managed (location not known:
+   * device or host) + host (known to be in host memory) + nvme (in the
+   * swap file) == live. */
+  uint64_t native, managed, host, nvme, live;
+  uint64_t up, down; /* cumulative bytes_up / bytes_down */
 } tl_sample_t;
 
 /* At most this many samples are kept; when full, every other one is dropped
@@ -32,6 +36,12 @@ void timeline_fini(void);
 void timeline_sample(void);
 /* Copies up to max samples, oldest first; returns how many. */
 size_t timeline_copy(tl_sample_t *out, size_t max);
+/* A sample of now (the partition below), without keeping it. */
+void timeline_read(tl_sample_t *s);
+/* Fills s's partition from the counters' sums (timeline.c says how). */
+void timeline_partition(tl_sample_t *s, uint64_t native, uint64_t vmm, uint64_t managed,
+                        uint64_t host_tier, uint64_t app_managed, uint64_t host_held,
+                        uint64_t nvme);
 /* Current period between samples in milliseconds (doubles on decimation). */
 unsigned timeline_period_ms(void);
 /* fork: prepare takes the lock, the parent releases it.  The child re-creates

@@ -5,9 +5,12 @@ and checks its exit report (timeline, sites, command) and `vx report --svg`.
 Modes: sites (VX_SITES=1, JSON + SVG), nosites (no VX_SITES: no sites),
 text (the text report's sites section), fork (a forked child without a CUDA
 call writes none; one with a call writes its own
-report: inherited samples and sites, no sampler thread; the parent's goes on)."""
+report: inherited samples and sites, no sampler thread; the parent's goes on),
+nvme (an NVMe run: every timeline sample a partition, native + managed + host +
+nvme == live, bytes in the swap counted there only)."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -50,7 +53,9 @@ def check_timeline(j, min_t, min_samples=3):
     tl = j.get("timeline")
     check(isinstance(tl, list) and len(tl) >= min_samples,
           "timeline has < %d samples: %r" % (min_samples, tl))
-    keys = {"t", "native", "managed", "host", "nvme", "bytes_up", "bytes_down"}
+    keys = {"t", "native", "managed", "host", "nvme", "live", "bytes_up", "bytes_down"}
+    for s in tl:  # a partition of what the program has allocated through vx
+        check(s["native"] + s["managed"] + s["host"] + s["nvme"] == s["live"], "not a partition: %r" % s)
     for a, b in zip(tl, tl[1:]):
         check(set(a) == keys, "sample keys %r" % sorted(a))
         check(b["t"] >= a["t"], "t goes back: %r then %r" % (a, b))
@@ -119,10 +124,30 @@ def mode_nosites(app, vx, tmp):
     check_timeline(j, 0.25)
 
 
+def mode_nvme(app, vx, tmp):
+    # An NVMe run (#14): every sample is a partition, data reaches the swap
+    # and counts there, not also under managed or host.
+    swap = os.path.join(tmp, "swap")
+    os.mkdir(swap)
+    run_app(app, tmp, {"VX_REPORT": "out.json", "VX_NVME_DIR": swap, "VX_HOST_LIMIT": "4M"})
+    j = load(os.path.join(tmp, "out.json"))
+    tl = check_timeline(j, 0.9)
+    check(j["devices"][0]["nvme_write_bytes"] > 0, "nothing was spilled: the test tests nothing")
+    peak = max(tl, key=lambda s: s["nvme"])
+    check(peak["nvme"] > 0, "no sample shows bytes in the swap: %r" % tl)
+    check(peak["managed"] + peak["host"] + peak["nvme"] <= peak["live"] - peak["native"],
+          "movable bytes counted twice: %r" % peak)
+    r = subprocess.run([vx, "report", os.path.join(tmp, "out.json"), "--svg", os.path.join(tmp, "r.svg")],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "vx report --svg: %s" % r.stderr)
+
+
 def mode_text(app, vx, tmp):
     run_app(app, tmp, {"VX_SITES": "1", "VX_REPORT": "out.txt", "REPORT_APP_MS": "300"})
     with open(os.path.join(tmp, "out.txt")) as f:
         text = f.read()
+    check(re.search(r"^memory now: \S+ \S+ live = \S+ \S+ native \+ \S+ \S+ managed \+ \S+ \S+ host \+ "
+                    r"\S+ \S+ nvme$", text, re.M), "no partition line in the text report:\n" + text)
     part = text.partition("top allocation sites")[2]
     check(part, "no sites section in the text report:\n" + text)
     check(ALPHA in part and BETA in part, "text sites section misses a site:\n" + part)
@@ -163,7 +188,7 @@ def main():
     mode, app, vx = sys.argv[1], os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3])
     with tempfile.TemporaryDirectory(prefix="vx-report-") as tmp:
         {"sites": mode_sites, "nosites": mode_nosites, "text": mode_text,
-         "fork": mode_fork}[mode](app, vx, tmp)
+         "fork": mode_fork, "nvme": mode_nvme}[mode](app, vx, tmp)
     print("report_%s: ok" % mode)
 
 

@@ -22,6 +22,29 @@ START_TEST(inactive_without_report) {
 }
 END_TEST
 
+/* native + managed + host + nvme == live, whatever the counters say
+ * (they are read one by one while they move: they need not agree). */
+START_TEST(a_partition) {
+  static const uint64_t v[] = {0, 1, 3, 4, 7, 1000, 1ull << 40};
+  for (size_t a = 0; a < 7; a++)
+    for (size_t b = 0; b < 7; b++)
+      for (size_t c = 0; c < 7; c++)
+        for (size_t d = 0; d < 7; d++) {
+          tl_sample_t s = {0};
+          timeline_partition(&s, v[a], v[b % 3], v[c], v[d], v[(a + b) % 7], v[(c + d) % 7],
+                             v[(a + c) % 7]);
+          ck_assert_uint_eq(s.native + s.managed + s.host + s.nvme, s.live);
+          ck_assert_uint_eq(s.native, v[a] + v[b % 3]);
+          ck_assert_uint_le(s.nvme, v[c] + v[d]);
+          ck_assert_uint_le(s.host + s.nvme, v[c] + v[d]);
+        }
+  tl_sample_t s = {0}; /* the static tier only, nothing spilled: all its bytes on the host */
+  timeline_partition(&s, 8, 0, 5, 6, 2, 0, 0);
+  ck_assert_uint_eq(s.host, 6);
+  ck_assert_uint_eq(s.managed, 7); /* vx's managed 5 and the program's own 2 */
+}
+END_TEST
+
 START_TEST(sums_devices_and_stays_bounded) {
   strcpy(vx_opt.REPORT.s, "unused.json");
   ctr_cur_add(0, VX_CTR_native_bytes, 10);
@@ -35,10 +58,13 @@ START_TEST(sums_devices_and_stays_bounded) {
   ck_assert_uint_eq(timeline_copy(got, TL_MAX_SAMPLES), 1);
   tl_sample_t s = got[0];
   ck_assert(s.t >= 0 && s.t < 1);
+  /* live 25 (native 15, movable 7 + 3); the swap holds 9 of the movable
+   * 10, so only 1 can be on the host, and nothing is left "managed" */
+  ck_assert_uint_eq(s.live, 25);
   ck_assert_uint_eq(s.native, 15);
-  ck_assert_uint_eq(s.managed, 7);
-  ck_assert_uint_eq(s.host, 7);
   ck_assert_uint_eq(s.nvme, 9);
+  ck_assert_uint_eq(s.host, 1);
+  ck_assert_uint_eq(s.managed, 0);
   ck_assert_uint_eq(s.up, 0);
   ck_assert_uint_eq(s.down, 2);
   ck_assert_uint_eq(timeline_period_ms(), TL_FIRST_PERIOD_MS);
@@ -76,6 +102,7 @@ int main(void) {
   /* one process, in this order: the state is the library's globals */
   tcase_add_test(tc, inactive_without_report);
   tcase_add_test(tc, sums_devices_and_stays_bounded);
+  tcase_add_test(tc, a_partition);
   suite_add_tcase(s, tc);
   return vx_check_run(s, 0);
 }

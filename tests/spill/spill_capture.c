@@ -6,6 +6,9 @@
  * NVMe tier must keep the host limit during the capture and make no call
  * that invalidates it: the capture ends as without vx, the graph runs,
  * every byte verifies (issue 13).  Mode plain: the same without the tier.
+ * Mode own: Q is in the swap when the main thread captures a memset of Q and
+ * a copy of Q back on its own stream: recording them restores nothing (the
+ * graph's launch does), so the thread's own capture stays valid.
  * Mode copy: as nvme, Q written by an async host-to-device copy on a
  * stream of its own (a copy names its stream: Q's snapshot waits for that
  * stream's event, not for the whole context, which a capture forbids). */
@@ -24,7 +27,39 @@
 
 static CUcontext ctx;
 static CUdeviceptr P, Q, R, G;
-static int nvme, by_copy;
+static int nvme, by_copy, own;
+
+/* Mode own: Q spilled first, then captured into a memset and a copy back. */
+static int own_capture(CUstream cs) {
+  CUstream ns;
+  CHECK_CU(kit_cu.cuStreamCreate(&ns, CU_STREAM_NON_BLOCKING));
+  CHECK_CU(kit_add(R, P, P, SZ / 4, ns)); /* R's first use: Q (the coldest) spills */
+  CHECK_CU(kit_cu.cuStreamSynchronize(ns));
+  int spilled = 0;
+  for (size_t off = 0; off < SZ; off += 2 * MB)
+    spilled += kit_sim_residency(Q + off) == -1;
+  printf("chunks of Q in the swap before the capture: %d\n", spilled);
+  if (!spilled) return 3;
+  uint32_t *hq = calloc(1, SZ);
+  CUgraph g;
+  CUgraphExec ge;
+  CHECK_CU(kit_cu.cuStreamBeginCapture_v2(cs, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUresult r1 = kit_cu.cuMemsetD32Async(Q + SZ / 2, 0x5a5a5a5a, SZ / 8, cs);
+  CUresult r2 = kit_cu.cuMemcpyDtoHAsync_v2(hq, Q, SZ, cs);
+  CUresult end = kit_cu.cuStreamEndCapture(cs, &g);
+  printf("own capture: memset %s, copy %s, end %s\n", kit_err_name(r1), kit_err_name(r2),
+         kit_err_name(end));
+  if (r1 || r2 || end) return 2;
+  CHECK_CU(cuGraphInstantiateWithFlags(&ge, g, 0));
+  CHECK_CU(cuGraphLaunch(ge, cs));
+  CHECK_CU(kit_cu.cuStreamSynchronize(cs));
+  size_t bad = 0;
+  for (size_t i = 0; i < SZ / 4; i++)
+    bad += hq[i] != (i < SZ / 8 ? kit_hash(2, i) : 0x5a5a5a5au);
+  free(hq);
+  printf("bad=%zu\n", bad);
+  return bad ? 1 : 0;
+}
 static CUresult b_err;
 static int q_spilled;
 static size_t q_bad;
@@ -98,6 +133,7 @@ static int worker(void) {
   for (int i = 0; i < 4; i++) /* P and Q are no longer pinned (18 MiB: no spill yet) */
     CHECK_CU(kit_fill(G, GSZ / 4, 6, cs));
   CHECK_CU(kit_cu.cuStreamSynchronize(cs));
+  if (own) return own_capture(cs);
 
   CHECK_CU(kit_cu.cuStreamBeginCapture_v2(cs, CU_STREAM_CAPTURE_MODE_GLOBAL));
   CHECK_CU(kit_fill(G, GSZ / 4, 7, cs)); /* recorded, not run */
@@ -130,12 +166,13 @@ static int worker(void) {
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--worker")) {
     by_copy = !strcmp(argv[2], "copy");
-    nvme = by_copy || !strcmp(argv[2], "nvme");
+    own = !strcmp(argv[2], "own");
+    nvme = by_copy || own || !strcmp(argv[2], "nvme");
     return worker();
   }
   VXT_ASSERT(argc == 2 && (!strcmp(argv[1], "nvme") || !strcmp(argv[1], "plain") ||
-                           !strcmp(argv[1], "copy")),
-             "usage: nvme|plain|copy");
+                           !strcmp(argv[1], "copy") || !strcmp(argv[1], "own")),
+             "usage: nvme|plain|copy|own");
   VXT_ASSERT(vxt_vx_preloaded(), "run me with libvx.so in LD_PRELOAD");
   int on = strcmp(argv[1], "plain") != 0;
   char dir[256], report[256], e_dir[300], e_rep[300];

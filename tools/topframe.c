@@ -115,12 +115,16 @@ static struct prev *find_prev(vx_top_state_t *st, pid_t pid, uint64_t start_ns) 
   return p;
 }
 
+/* On a terminal too narrow for the bar, the bar goes, never a number. */
 static void tier_line(vx_top_state_t *st, const char *lead, const char *name, uint64_t used,
                       uint64_t limit, const char *extra) {
   char b1[24], b2[16], b3[16];
   snprintf(b2, sizeof b2, "%s", limit ? vx_fmt_bytes(limit, b3, sizeof b3) : "-");
-  emit(st, "%-6s%-7s[%s] %6s/%-6s %s", lead, name, bar(used, limit, b1),
-       vx_fmt_bytes(used, b3, sizeof b3), b2, extra);
+  if (st->width < 70)
+    emit(st, "%-6s%-7s%6s/%-6s %s", lead, name, vx_fmt_bytes(used, b3, sizeof b3), b2, extra);
+  else
+    emit(st, "%-6s%-7s[%s] %6s/%-6s %s", lead, name, bar(used, limit, b1),
+         vx_fmt_bytes(used, b3, sizeof b3), b2, extra);
 }
 
 static void device_lines(vx_top_state_t *st, const vx_stats_view_t *v, unsigned d,
@@ -133,7 +137,10 @@ static void device_lines(vx_top_state_t *st, const vx_stats_view_t *v, unsigned 
   tier_line(st, lead, "device", G(native_bytes) + G(vmm_bytes),
             vx_stats_limit(v, d, VX_LIMIT_DEVICE), ex);
   snprintf(ex, sizeof ex, "pinned %s", vx_fmt_bytes(G(host_pinned_bytes), a, sizeof a));
-  tier_line(st, "", "host", G(host_tier_bytes), vx_stats_limit(v, d, VX_LIMIT_HOST), ex);
+  /* What VX_HOST_LIMIT limits, as the report's partition counts it: the
+   * static tier, or the NVMe tier's host-held bytes (which cover it). */
+  uint64_t host = G(host_tier_bytes) > G(host_held_bytes) ? G(host_tier_bytes) : G(host_held_bytes);
+  tier_line(st, "", "host", host, vx_stats_limit(v, d, VX_LIMIT_HOST), ex);
   tier_line(st, "", "nvme", G(nvme_bytes), vx_stats_limit(v, d, VX_LIMIT_NVME), "");
   uint64_t hits = G(prefetch_hits), tries = hits + G(prefetch_misses);
   if (tries)

@@ -33,10 +33,13 @@ static size_t drain(int fd, char *buf, size_t cap, size_t len, size_t frames, in
 /* usage: cli_pty OUT FRAMES KEY CMD ARGS...  KEY: q or ctrl-c.  Writes the
  * captured output to OUT; exits 0 if the command exited 0 after KEY (for
  * ctrl-c: by its own handling), had the terminal in raw mode while running,
- * and restored line mode and echo at exit. */
+ * and restored line mode and echo at exit.  The terminal is 24x80, or
+ * CLI_PTY_COLS columns. */
 int main(int argc, char **argv) {
   if (argc < 5) return fprintf(stderr, "usage: cli_pty OUT FRAMES q|ctrl-c CMD ARGS...\n"), 2;
   struct winsize ws = {24, 80, 0, 0};
+  const char *cols = getenv("CLI_PTY_COLS");
+  if (cols && atoi(cols) > 0) ws.ws_col = (unsigned short)atoi(cols);
   int master;
   pid_t pid = forkpty(&master, NULL, NULL, &ws);
   if (pid < 0) return perror("forkpty"), 1;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """cli_test.py: scenario tests of the vx command-line tool, one per argument
-(run, env, stat, top, pty, pty_rows, report, doctor, usage, man, e2e, install, deb).
+(run, env, stat, top, pty, pty_narrow, pty_rows, report, doctor, usage, man, e2e, install, deb).
 Exit 0 = pass, 1 = fail, 77 = skip (with the reason on stderr)."""
 import glob
 import json
@@ -395,6 +395,28 @@ def test_pty():
         seg.close()
 
 
+def test_pty_narrow():
+    """A 50-column terminal: the bars go, every number stays whole."""
+    seg = Seg(1)
+    try:
+        out = os.path.join(tempfile.mkdtemp(), "tty")
+        r = subprocess.run([helper("cli_pty"), out, "2", "q", VX, "top", str(seg.pid), "--interval", "0.2"],
+                           capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, CLI_PTY_COLS="50"))
+        check(r.returncode == 0, f"{r.stdout} {r.stderr}")
+        text = open(out, encoding="utf-8", errors="replace").read()
+        frames = [visible(f) for f in text.split("\x1b[H\x1b[2J")[1:]]
+        shown = [f for f in frames if any(l.startswith(f"PID {seg.pid} ") for l in f)]
+        check(shown, f"our process in no frame: {frames}")
+        f = shown[-1]
+        for l in f:
+            check(len(l) <= 50, f"line of {len(l)} columns: {l!r}")
+        check(any(re.match(r" gpu0 device\s+6\.0G/8\.0G ", l) for l in f), f"device line: {f}")
+        check(any(re.match(r"\s+host\s+4\.0G/16G", l) for l in f), f"host line: {f}")
+    finally:
+        seg.close()
+
+
 def test_pty_rows():
     """16 devices do not fit 24 rows: a live frame keeps to the screen and says what it left out."""
     seg = Seg(16)
@@ -648,6 +670,9 @@ def test_e2e():
         check(devs[0]["limits"]["host"] == 1 << 30, f"{devs[0]['limits']}")
         r = vx("top", "--once", str(pid))
         check(f"PID {pid} " in r.stdout and r.stdout.count(" gpu") == 1, f"vx top: one device: {r.stdout}")
+        if c["host_held_bytes"]:  # what VX_HOST_LIMIT limits, as vx stat and the report have it
+            m = re.search(r"\n\s+host\s+\[[#.]+\]\s+(\S+)/1\.0G", r.stdout)
+            check(m and m.group(1) != "0", f"vx top's host line, host_held_bytes {c['host_held_bytes']}: {r.stdout}")
         check_width(r.stdout)
     finally:
         p.stdin.close()

@@ -197,8 +197,9 @@ static void report_text(struct report_out *o, const vx_counters_t *c, int ndev) 
            vx_size_text(s.host, t[3]), vx_size_text(s.nvme, t[4]));
   out_text(o, line);
   for (int d = 0; d < ndev; d++) {
-    snprintf(line, sizeof line, "device %d: physical %llu bytes, limit %llu bytes\n", d,
-             (unsigned long long)budget_physical(d), (unsigned long long)budget_limit(d));
+    char ph[VX_SIZE_TEXT], lim[VX_SIZE_TEXT];
+    snprintf(line, sizeof line, "device %d: physical %s, limit %s\n", d,
+             vx_size_text(budget_physical(d), ph), vx_size_text(budget_limit(d), lim));
     out_text(o, line);
     vx_counters_print_one(&c[d], 0, 0, out_text, o);
   }

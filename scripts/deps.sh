@@ -3,7 +3,8 @@
 # Sourced by test.sh and demo.sh; safe to run on its own.
 set -euo pipefail
 
-VX_DEBS=(cmake pkg-config gcc make liburing-dev uthash-dev check libunwind-dev python3 groff-base)
+VX_DEBS=(cmake pkg-config gcc make liburing-dev uthash-dev check libunwind-dev python3 groff-base
+         dpkg-dev lintian) # the .deb: dpkg-shlibdeps for its Depends, lintian checks it (cli_deb)
 
 vx_missing_debs() {
   local p missing=()

@@ -696,7 +696,8 @@ def test_install():
     vxi = os.path.join(prefix, "bin", "vx")
     libs = glob.glob(os.path.join(prefix, "lib*", "libvx.so")) + glob.glob(os.path.join(prefix, "lib", "*", "libvx.so"))
     check(os.access(vxi, os.X_OK) and len(libs) == 1, f"installed: {vxi} {libs}")
-    for page in ("share/man/man1/vx.1", "share/man/man7/libvx.7"):
+    for page in ("share/man/man1/vx.1.gz", "share/man/man7/libvx.7.gz", "share/doc/vx/copyright",
+                 "share/doc/vx/changelog.gz"):
         check(os.path.exists(os.path.join(prefix, page)), page)
     pcs = glob.glob(os.path.join(prefix, "lib*", "pkgconfig", "vx.pc")) + glob.glob(
         os.path.join(prefix, "lib", "*", "pkgconfig", "vx.pc"))
@@ -754,7 +755,8 @@ def test_deb():
     check(len(debs) == 1, f"{debs}")
     files = subprocess.run(["dpkg-deb", "-c", debs[0]], capture_output=True, text=True).stdout
     names = [l.split()[-1] for l in files.splitlines()]
-    for want in ("./usr/bin/vx", "./usr/share/man/man1/vx.1", "./usr/share/man/man7/libvx.7"):
+    for want in ("./usr/bin/vx", "./usr/share/man/man1/vx.1.gz", "./usr/share/man/man7/libvx.7.gz",
+                 "./usr/share/doc/vx/copyright", "./usr/share/doc/vx/changelog.gz"):
         check(want in names, f"{want} not in {names}")
     check(any(re.fullmatch(r"\./usr/lib/(.*/)?libvx\.so", n) for n in names), "libvx.so")
     check(any(re.fullmatch(r"\./usr/lib/(.*/)?pkgconfig/vx\.pc", n) for n in names), "vx.pc")
@@ -762,7 +764,20 @@ def test_deb():
     info = subprocess.run(["dpkg-deb", "-f", debs[0], "Package", "Depends", "Maintainer"],
                           capture_output=True, text=True).stdout
     check("Package: vx" in info and "liburing2" in info and "libunwind8" in info
-          and "Maintainer: " in info, info)
+          and "libc6" in info and "Maintainer: " in info, info)
+    check(glob.glob(os.path.join(out, "vx-dbgsym_*.ddeb")), "no debug-symbol package beside it")
+    # lintian (scripts/deps.sh installs it): no error on the package itself
+    if not shutil.which("lintian"):
+        raise Skip("lintian not installed (apt-get install lintian)")
+    r = subprocess.run(["lintian", "--tag-display-limit", "0", debs[0]], capture_output=True, text=True,
+                       timeout=300)
+    errors = [l for l in r.stdout.splitlines() if l.startswith("E: ")]
+    check(not errors, "lintian errors:\n" + "\n".join(errors))
+    pc = subprocess.run(["dpkg-deb", "--fsys-tarfile", debs[0]], capture_output=True).stdout
+    import io, tarfile
+    with tarfile.open(fileobj=io.BytesIO(pc)) as t:
+        text = t.extractfile([m for m in t.getmembers() if m.name.endswith("vx.pc")][0]).read().decode()
+    check("//" not in text.replace("://", "") and "\nLibs:" not in text, f"vx.pc:\n{text}")
 
 
 def main():

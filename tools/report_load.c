@@ -112,6 +112,14 @@ int vx_report_load(const char *path, vx_report_t *r, char *err, size_t errlen) {
     vx_report_free(r);
     return -EINVAL;
   }
+  /* Any JSON object would do so far: an exit report has its devices (or,
+   * from an older vx, at least a timeline). */
+  const vx_json_t *devs = vx_json_get(r->root, "devices"), *tl = vx_json_get(r->root, "timeline");
+  if ((!devs || devs->type != VX_JSON_ARR) && (!tl || tl->type != VX_JSON_ARR)) {
+    snprintf(err, errlen, "%s: not a vx report (no \"devices\" or \"timeline\")", path);
+    vx_report_free(r);
+    return -EINVAL;
+  }
   const vx_json_t *cmd = vx_json_get(r->root, "command");
   r->command = vx_json_str_or(cmd ? cmd : vx_json_get(r->root, "cmdline"), "");
   if (load_timeline(r) || load_sites(r)) {

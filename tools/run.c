@@ -74,6 +74,14 @@ static int parse(int argc, char **argv, struct run_cfg *c) {
   opterr = 0; /* vx_cli_bad_option says it, prefixed "vx run:" */
   while (!rc && (ch = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
     char *eq;
+    if (optarg && !strcmp(optarg, "--")) { /* `vx run --report -- cmd`: the value is missing */
+      char msg[96];
+      const char *name = "?";
+      for (const struct option *o = longopts; o->name; o++)
+        if (o->val == ch) name = o->name;
+      snprintf(msg, sizeof msg, "option '--%s' needs a value before '--'", name);
+      return vx_cli_usage_error("run", usage, msg);
+    }
     switch (ch) {
     case 'd':
       rc = add_set(c, "VX_DEVICE_LIMIT", optarg);

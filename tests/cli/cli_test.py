@@ -470,6 +470,11 @@ def texts(doc):
 
 def test_report():
     tmp = tempfile.mkdtemp()
+    other = os.path.join(tmp, "other.json")  # JSON, but not an exit report
+    with open(other, "w") as f:
+        f.write('{"x":1}')
+    r = vx("report", other)
+    check(r.returncode == 1 and "not a vx report" in r.stderr and r.stdout == "", f"{r}")
     out, doc = svg_of(REPORT, tmp)
     ids = [p.getAttribute("id") for p in doc.getElementsByTagName("path")]
     check(ids == ["tier-native", "tier-managed", "tier-host", "tier-nvme"], f"{ids}")
@@ -596,6 +601,8 @@ def test_usage():
                        (["run", "--host-limit", "0", "--", "true"],
                         "vx run: VX_HOST_LIMIT='0' is not valid: 0 is not a limit"),
                        (["bench", "nosuch"], "vx bench: unknown benchmark 'nosuch'"),
+                       (["run", "--report", "--", "true"],
+                        "vx run: option '--report' needs a value before '--'"),
                        (["bench", "hooks", "--bogus"], "vx bench hooks: unexpected '--bogus'"),
                        (["nosuch"], "vx: unknown command 'nosuch'\nTry 'vx help'.")):
         r = vx(*args)

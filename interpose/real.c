@@ -3,9 +3,11 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 
 #include "hooks.h"
 #include "log.h"
+#include "vx.h"
 
 void *vx_real_v[VX_ID_COUNT];
 
@@ -80,4 +82,12 @@ void *vx_real_cuda_handle(void) {
 }
 void *vx_real_nvml_handle(void) {
   return __atomic_load_n(&nvml_handle, __ATOMIC_ACQUIRE);
+}
+
+const char *vx_cu_err(CUresult r, char buf[VX_CU_ERR_TEXT]) {
+  const char *name = NULL;
+  vx_pfn_cuGetErrorName fn = VX_REAL_FN(cuGetErrorName);
+  if (fn && fn(r, &name) == CUDA_SUCCESS && name) return name;
+  snprintf(buf, VX_CU_ERR_TEXT, "CUresult %d", (int)r);
+  return buf;
 }

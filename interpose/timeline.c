@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 #include <time.h>
 
 #include "ctr.h"
@@ -165,7 +166,9 @@ int timeline_init(void) {
   int rc = start_locked();
   pthread_mutex_unlock(&tl_lock);
   __atomic_store_n(&tl_active, 1, __ATOMIC_RELEASE);
-  if (rc) vx_log(VX_LOG_WARN, "no timeline sampler thread (%d): the report has few samples", rc);
+  if (rc)
+    vx_log(VX_LOG_WARN, "no timeline sampler thread (%s): the report has few samples",
+           strerror(rc < 0 ? -rc : rc));
   return rc;
 }
 

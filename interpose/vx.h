@@ -43,6 +43,11 @@ static inline int vx_active(void) {
  * Returns 0, or -ENODEV when there is no current context. */
 int vx_current_device(int *dev);
 
+/* A driver error for a message: its name (CUDA_ERROR_OUT_OF_MEMORY), from
+ * the driver's cuGetErrorName, else "CUresult N".  buf is returned when used. */
+#define VX_CU_ERR_TEXT 32
+const char *vx_cu_err(CUresult r, char buf[VX_CU_ERR_TEXT]);
+
 /* Republishes the per-device limits in the live stats segment (after a
  * device's budget is set up). */
 void vx_stats_limits_changed(void);

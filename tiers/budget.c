@@ -211,8 +211,9 @@ static void budget_settle(struct budget *b, int dev, const vx_options_t *o) {
   pthread_mutex_unlock(&budget_init_lock);
   if (!won) return;
   if (r != CUDA_SUCCESS) {
-    VX_LOG_ONCE(VX_LOG_WARN, "device %d: cuMemGetInfo_v2 failed (%d): budget from its total size",
-                dev, (int)r);
+    char eb[VX_CU_ERR_TEXT];
+    VX_LOG_ONCE(VX_LOG_WARN, "device %d: cuMemGetInfo_v2 failed (%s): budget from its total size",
+                dev, vx_cu_err(r, eb));
   } else {
     char t[5][VX_SIZE_TEXT];
     vx_log(VX_LOG_INFO,

@@ -691,7 +691,9 @@ static void pin_to_host(ex_dev_t *d, int dev, const ex_pin_t *pin, int np, CUstr
     if (r == CUDA_SUCCESS)
       r = move_advise(pin[i].base, pin[i].size, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu);
     if (r != CUDA_SUCCESS) {
-      VX_LOG_ONCE(VX_LOG_INFO, "cuMemAdvise failed (%d): an allocation stays movable", (int)r);
+      char eb[VX_CU_ERR_TEXT];
+      VX_LOG_ONCE(VX_LOG_INFO, "cuMemAdvise failed (%s): an allocation stays movable",
+                  vx_cu_err(r, eb));
       continue;
     }
     if (x) { /* what is on the device goes down once */

@@ -100,9 +100,10 @@ size_t move_prefetch(const CUdeviceptr *p, const size_t *sz, size_t n, CUmemLoca
         mark(failed, at + i, 0);
       continue;
     }
+    char eb[VX_CU_ERR_TEXT];
     if (batch)
-      VX_LOG_ONCE(VX_LOG_INFO, "cuMemPrefetchBatchAsync failed (%d): prefetching range by range",
-                  (int)r);
+      VX_LOG_ONCE(VX_LOG_INFO, "cuMemPrefetchBatchAsync failed (%s): prefetching range by range",
+                  vx_cu_err(r, eb));
     for (size_t i = 0; i < k; i++)
       bad += mark(failed, at + i, prefetch_one(p[at + i], sz[at + i], loc, s) != CUDA_SUCCESS);
   }

@@ -89,8 +89,10 @@ static void advise(CUdeviceptr p, size_t size, int dev, int tier) {
   CUresult r = move_advise(p, size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host);
   if (r == CUDA_SUCCESS) r = move_advise(p, size, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu);
   vx_capture_relax_end(&rx);
+  char eb[VX_CU_ERR_TEXT];
   if (r != CUDA_SUCCESS)
-    VX_LOG_ONCE(VX_LOG_INFO, "cuMemAdvise failed (%d): host-tier memory left unadvised", (int)r);
+    VX_LOG_ONCE(VX_LOG_INFO, "cuMemAdvise failed (%s): host-tier memory left unadvised",
+                vx_cu_err(r, eb));
 }
 
 /* The residency manager's rule (README "How it works"): the device budget

@@ -119,16 +119,17 @@ static size_t commit_spill_locked(victim_t *v, nvme_chunk_t *c, size_t n) {
     spill_g.nspilled++;
     ctr_cur_add(v[j].r->dev, VX_CTR_nvme_bytes, c[j].len);
   }
+  char eb[VX_CU_ERR_TEXT];
   if (wait != CUDA_SUCCESS)
     VX_LOG_ONCE(VX_LOG_WARN,
-                "waiting for a discard failed (%d): its chunks are kept in the NVMe swap and "
+                "waiting for a discard failed (%s): its chunks are kept in the NVMe swap and "
                 "restored on their next use",
-                (int)wait);
+                vx_cu_err(wait, eb));
   if (nbad == k) {
     spill_g.no_discard = 1;
     VX_LOG_ONCE(VX_LOG_WARN,
-                "cuMemDiscardBatchAsync failed (%d): data stays in host RAM, no more spills",
-                (int)r);
+                "cuMemDiscardBatchAsync failed (%s): data stays in host RAM, no more spills",
+                vx_cu_err(r, eb));
   } else {
     ctr_add(v[0].r->dev, VX_CTR_nvme_spills, 1);
   }

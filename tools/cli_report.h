@@ -30,6 +30,7 @@ typedef struct vx_report {
   size_t nsamples;
   vx_site_t *sites; /* sorted by bytes spilled, largest first */
   size_t nsites;
+  double budget; /* the devices' limit_bytes summed: the device budget (0: not recorded) */
 } vx_report_t;
 
 extern const char *const vx_tier_names[VX_TIER_COUNT];

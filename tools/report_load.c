@@ -120,6 +120,9 @@ int vx_report_load(const char *path, vx_report_t *r, char *err, size_t errlen) {
     vx_report_free(r);
     return -EINVAL;
   }
+  static const char *const lk[] = {"limit_bytes"};
+  for (const vx_json_t *d = devs && devs->type == VX_JSON_ARR ? devs->child : NULL; d; d = d->next)
+    if (d->type == VX_JSON_OBJ) r->budget += field(d, lk, 1, 0);
   const vx_json_t *cmd = vx_json_get(r->root, "command");
   r->command = vx_json_str_or(cmd ? cmd : vx_json_get(r->root, "cmdline"), "");
   if (load_timeline(r) || load_sites(r)) {

@@ -1,5 +1,6 @@
 /* svg.c: the report picture: stacked areas of bytes per tier over time,
  * migration traffic up/down, and the top allocation sites by bytes spilled. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #define MOVE_H 140
 #define SITES_Y (MOVE_Y + MOVE_H + 60)
 #define MAX_SITES 10
+#define SITE_CHARS 76 /* of a site's stack on its line: 12px sans-serif, 900 wide */
 
 static const char *const tier_colors[VX_TIER_COUNT] = {"#2b6cb0", "#38a169", "#d69e2e", "#c53030"};
 
@@ -57,22 +59,42 @@ static uint64_t clamp_u64(double v) {
   return (uint64_t)v;
 }
 
+/* Axes with four steps of the scale, in human units (12G, 1.5M/s). */
 static void axis(FILE *out, int y, int h, double max, const char *unit) {
   char b[16];
   fprintf(out, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n", LEFT, y + h,
           LEFT + PLOT_W, y + h);
   fprintf(out, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n", LEFT, y, LEFT,
           y + h);
-  fprintf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s%s</text>\n", LEFT - 6, y + 10,
-          vx_fmt_bytes(clamp_u64(max), b, sizeof b), unit);
+  for (int k = 1; k <= 4; k++) {
+    double v = max * k / 4, py = y + h - (double)h * k / 4;
+    fprintf(out,
+            "<line class=\"ytick\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+            "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s%s</text>\n",
+            LEFT, py, LEFT + PLOT_W, py, LEFT - 6, py + 4, vx_fmt_bytes(clamp_u64(v), b, sizeof b),
+            unit);
+  }
   fprintf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">0</text>\n", LEFT - 6, y + h);
 }
 
-/* Seconds at both ends of the time axis under a panel. */
+/* Ticks under a panel at a round step of seconds (1, 2 or 5 times a power
+ * of ten), five to ten of them. */
 static void time_labels(const vx_report_t *r, FILE *out, int y) {
-  fprintf(out, "<text x=\"%d\" y=\"%d\">%.1f s</text>\n", LEFT, y + 14, r->samples[0].t);
-  fprintf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%.1f s</text>\n", LEFT + PLOT_W, y + 14,
-          r->samples[r->nsamples - 1].t);
+  double t0 = r->samples[0].t, t1 = r->samples[r->nsamples - 1].t, span = t1 - t0;
+  if (!(span > 0)) {
+    fprintf(out, "<text class=\"xtick\" x=\"%d\" y=\"%d\">%.1f s</text>\n", LEFT, y + 14, t0);
+    return;
+  }
+  double raw = span / 8, p10 = pow(10, floor(log10(raw))), m = raw / p10;
+  double step = (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p10;
+  for (double t = step * (double)(long long)(t0 / step + 0.999999); t <= t1 + step * 1e-9;
+       t += step) {
+    double x = x_of(r, t);
+    fprintf(out,
+            "<line class=\"xtick\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#444\"/>"
+            "<text class=\"xtick\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%g s</text>\n",
+            x, y, x, y + 4, x, y + 16, t);
+  }
 }
 
 static void tier_areas(const vx_report_t *r, FILE *out) {
@@ -80,6 +102,7 @@ static void tier_areas(const vx_report_t *r, FILE *out) {
   for (size_t i = 0; i < r->nsamples; i++)
     if (stack_top(&r->samples[i], VX_TIER_COUNT - 1) > max)
       max = stack_top(&r->samples[i], VX_TIER_COUNT - 1);
+  if (r->budget > max) max = r->budget; /* the budget line stays in the picture */
   axis(out, TIER_Y, TIER_H, max, "");
   time_labels(r, out, TIER_Y + TIER_H);
   for (int k = 0; k < VX_TIER_COUNT; k++) {
@@ -97,6 +120,16 @@ static void tier_areas(const vx_report_t *r, FILE *out) {
             "<text x=\"%d\" y=\"%d\">%s</text>\n",
             LEFT + 10 + k * 110, TIER_Y - 24, tier_colors[k], LEFT + 26 + k * 110, TIER_Y - 14,
             vx_tier_names[k]);
+  }
+  if (r->budget > 0) { /* what the device budget allowed: above it, data had to move */
+    char b[16];
+    double y = TIER_Y + TIER_H - r->budget / max * TIER_H;
+    fprintf(out,
+            "<line id=\"budget\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000\" "
+            "stroke-dasharray=\"6,4\"/><text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">device budget "
+            "%s</text>\n",
+            LEFT, y, LEFT + PLOT_W, y, LEFT + PLOT_W, y - 4,
+            vx_fmt_bytes(clamp_u64(r->budget), b, sizeof b));
   }
 }
 
@@ -136,14 +169,19 @@ static void sites(const vx_report_t *r, FILE *out) {
     return;
   }
   for (size_t i = 0; i < r->nsites && i < MAX_SITES; i++) {
-    char sp[16], by[16], stack[400];
+    char sp[16], by[16], stack[400], shown[SITE_CHARS + 4];
     vx_site_stack(&r->sites[i], stack, sizeof stack);
+    /* The line stays inside the picture: the stack is cut, whole in its title. */
+    snprintf(shown, sizeof shown, "%.*s%s", SITE_CHARS, stack,
+             strlen(stack) > SITE_CHARS ? "..." : "");
     fprintf(
         out, "<text class=\"site\" x=\"20\" y=\"%zu\">%zu. %s spilled of %s in %.0f allocations: ",
         SITES_Y + 22 + i * 20, i + 1, vx_fmt_bytes(clamp_u64(r->sites[i].spilled), sp, sizeof sp),
         vx_fmt_bytes(clamp_u64(r->sites[i].bytes), by, sizeof by), r->sites[i].count);
+    xml_text(out, shown);
+    fputs("<title>", out);
     xml_text(out, stack);
-    fputs("</text>\n", out);
+    fputs("</title></text>\n", out);
   }
 }
 

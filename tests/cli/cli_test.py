@@ -441,7 +441,7 @@ def test_pty_rows():
 
 REPORT = {
     "command": "python train.py --lr 1e-3 & <more>",
-    "devices": [{"device": 0, "native_bytes_peak": 8 * GiB, "bytes_up": 3 * GiB,
+    "devices": [{"device": 0, "native_bytes_peak": 8 * GiB, "bytes_up": 3 * GiB, "limit_bytes": 8 * GiB,
                  "prefetch_hits": 90, "prefetch_misses": 10}],
     "timeline": [{"t": 0, "native": 0, "managed": 0, "host": 0, "nvme": 0, "bytes_up": 0, "bytes_down": 0},
                  {"t": 1, "native": 4 * GiB, "managed": GiB, "host": 0, "nvme": 0,
@@ -486,7 +486,22 @@ def test_report():
     check(up[0] > up[1] > up[2], f"up rate 0, 1G/s, 2G/s rises: {up}")
     t = texts(doc)
     check(any("python train.py --lr 1e-3 & <more>" in x for x in t), "title, escaped")
-    check(t.count("0.0 s") == 2 and t.count("2.0 s") == 2, "time axis labels")
+    # round ticks under both panels, 0.5 s apart over these 2 s
+    check(all(t.count(f"{v} s") == 2 for v in ("0", "0.5", "1", "1.5", "2")), f"time ticks: {t}")
+    # the budget, dashed across the tier panel, and the y axis in steps with units
+    b = [l for l in doc.getElementsByTagName("line") if l.getAttribute("id") == "budget"]
+    check(len(b) == 1 and any(x == "device budget 8.0G" for x in t), f"budget line: {t}")
+    check(sum(1 for l in doc.getElementsByTagName("line") if l.getAttribute("class") == "ytick") == 8,
+          "four y steps per panel")
+    check("12G" in t and "6.0G" in t, f"y axis in units: {t}")
+    # a long stack is cut on its line, whole in the line's title
+    long_rep = dict(REPORT, sites=[{"bytes_spilled": 1, "bytes": 1, "count": 1,
+                                    "stack": [f"frame{i}(libx.so+0x{i:x})" for i in range(15)]}])
+    _, ldoc = svg_of(long_rep, tmp)
+    site = [x for x in ldoc.getElementsByTagName("text") if x.getAttribute("class") == "site"][0]
+    shown = "".join(n.data for n in site.childNodes if n.nodeType == n.TEXT_NODE)
+    title = site.getElementsByTagName("title")[0].firstChild.data
+    check(len(shown) <= 130 and shown.endswith("...") and "frame14" in title, f"site line: {shown!r}")
     sites = [x for x in t if "spilled of" in x]
     check(len(sites) == 2 and sites[0].startswith("1. 9.0M") and "big & b < main" in sites[0]
           and "small <a>" in sites[1], f"{sites}")

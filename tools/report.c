@@ -1,6 +1,8 @@
 /* report.c: `vx report FILE.json [--svg OUT.svg] [--text]`: reads the exit
  * report (VX_REPORT=x.json) and prints a summary and/or draws the timeline. */
+#include <errno.h>
 #include <getopt.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
@@ -8,12 +10,14 @@
 #include "commands.h"
 
 static const char usage[] =
-    "usage: vx report FILE.json [--svg OUT.svg] [--text]\n"
+    "usage: vx report FILE.json [--svg OUT.svg] [--folded OUT] [--text]\n"
     "Reads an exit report written with VX_REPORT=FILE.json.\n"
-    "  --svg OUT   draw the timeline (bytes per tier, migration traffic) and\n"
-    "              the top allocation sites by bytes spilled into OUT\n"
-    "  --text      print the summary (the default without --svg)\n"
-    "  -h, --help  this text\n";
+    "  --svg OUT     draw the timeline (bytes per tier, migration traffic) and\n"
+    "                the top allocation sites by bytes spilled into OUT\n"
+    "  --folded OUT  the allocation sites as folded stacks, outermost frame first,\n"
+    "                weighted by bytes spilled (flamegraph.pl, speedscope, inferno)\n"
+    "  --text        print the summary (the default without --svg or --folded)\n"
+    "  -h, --help    this text\n";
 
 /* Counters worth a line per device, when the report has them. */
 static const char *const summary_keys[] = {
@@ -59,6 +63,44 @@ static void print_text(const vx_report_t *r) {
   }
 }
 
+/* One line per site: frames outermost first, ';'-separated (a ';' inside a
+ * frame becomes ','), then the bytes it spilled; sites that spilled
+ * nothing are left out (a flame graph of zero width). */
+static void folded(const vx_report_t *r, FILE *out) {
+  for (size_t i = 0; i < r->nsites; i++) {
+    const vx_json_t *st = r->sites[i].stack;
+    uint64_t w = r->sites[i].spilled > 0 ? (uint64_t)r->sites[i].spilled : 0;
+    if (!w || !st) continue;
+    const vx_json_t *fr[256];
+    size_t n = 0;
+    if (st->type == VX_JSON_ARR)
+      for (const vx_json_t *f = st->child; f && n < 256; f = f->next)
+        fr[n++] = f;
+    else
+      fr[n++] = st;
+    for (size_t k = n; k-- > 0;) {
+      for (const char *c = vx_json_str_or(fr[k], "?"); *c; c++)
+        fputc(*c == ';' ? ',' : (*c == '\n' ? ' ' : *c), out);
+      fputc(k ? ';' : ' ', out);
+    }
+    fprintf(out, "%llu\n", (unsigned long long)w);
+  }
+}
+
+static int write_folded(const vx_report_t *r, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "vx report: %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  folded(r, f);
+  if (fclose(f)) {
+    fprintf(stderr, "vx report: %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  return 0;
+}
+
 static int write_svg(const vx_report_t *r, const char *path) {
   FILE *f = fopen(path, "w");
   if (!f) {
@@ -74,15 +116,20 @@ static int write_svg(const vx_report_t *r, const char *path) {
 }
 
 int vx_cmd_report(int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"svg", 1, 0, 's'}, {"text", 0, 0, 't'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-  const char *svg = NULL;
+  static const struct option longopts[] = {{"svg", 1, 0, 's'},
+                                           {"folded", 1, 0, 'f'},
+                                           {"text", 0, 0, 't'},
+                                           {"help", 0, 0, 'h'},
+                                           {0, 0, 0, 0}};
+  const char *svg = NULL, *fold = NULL;
   int ch, text = 0;
   optind = 1;
   opterr = 0; /* vx_cli_bad_option says it, prefixed "vx report:" */
   while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     if (ch == 's')
       svg = optarg;
+    else if (ch == 'f')
+      fold = optarg;
     else if (ch == 't')
       text = 1;
     else if (ch == 'h')
@@ -99,7 +146,8 @@ int vx_cmd_report(int argc, char **argv) {
     return 1;
   }
   int rc = svg ? write_svg(&r, svg) : 0;
-  if (text || !svg) print_text(&r);
+  if (fold) rc |= write_folded(&r, fold);
+  if (text || (!svg && !fold)) print_text(&r);
   vx_report_free(&r);
   return rc;
 }

@@ -494,6 +494,16 @@ def test_report():
     check(sum(1 for l in doc.getElementsByTagName("line") if l.getAttribute("class") == "ytick") == 8,
           "four y steps per panel")
     check("12G" in t and "6.0G" in t, f"y axis in units: {t}")
+    # folded stacks for flame graphs: outermost first, weighted by bytes spilled
+    fpath = os.path.join(tmp, "sites.folded")
+    rep_path = os.path.join(tmp, "r.json")
+    with open(rep_path, "w") as f:
+        json.dump(REPORT, f)
+    r = vx("report", rep_path, "--folded", fpath)
+    check(r.returncode == 0 and r.stdout == "", f"--folded: {r}")
+    with open(fpath) as f:
+        lines = f.read().splitlines()
+    check(lines == ["main;big & b 9437184", "main;small <a> 1048576"], f"folded: {lines}")
     # a long stack is cut on its line, whole in the line's title
     long_rep = dict(REPORT, sites=[{"bytes_spilled": 1, "bytes": 1, "count": 1,
                                     "stack": [f"frame{i}(libx.so+0x{i:x})" for i in range(15)]}])

@@ -91,3 +91,9 @@ const char *vx_cu_err(CUresult r, char buf[VX_CU_ERR_TEXT]) {
   snprintf(buf, VX_CU_ERR_TEXT, "CUresult %d", (int)r);
   return buf;
 }
+
+void *vx_real_driver_sym(const char *name) {
+  void *h = __atomic_load_n(&cuda_handle, __ATOMIC_ACQUIRE);
+  vx_dlsym_fn dl = vx_real_dlsym();
+  return h && dl ? dl(h, name) : NULL;
+}

@@ -153,6 +153,18 @@ static void text_sites(struct report_out *o) {
   }
 }
 
+// ---- demand migrations ----
+
+/* Bytes the driver moved on its own for device d (faults in, evictions
+ * out), where the driver reports them: the simulator does; NVIDIA's
+ * driver has no entry point for it.  1 with *up and *down set, or 0: not
+ * measured (never a zero that would read as "none"). */
+static int demand_migration(int d, uint64_t *up, uint64_t *down) {
+  int (*fn)(int, uint64_t *, uint64_t *);
+  *(void **)&fn = vx_real_driver_sym("simcuda_demand_migration");
+  return fn && fn(d, up, down) == 0;
+}
+
 // ---- the two formats ----
 
 static void report_json(struct report_out *o, const vx_counters_t *c, int ndev) {
@@ -168,6 +180,13 @@ static void report_json(struct report_out *o, const vx_counters_t *c, int ndev) 
     snprintf(line, sizeof line, "%s{\"device\":%d,\"physical_bytes\":%llu,\"limit_bytes\":%llu,",
              d ? "," : "", d, (unsigned long long)budget_physical(d),
              (unsigned long long)budget_limit(d));
+    out_text(o, line);
+    uint64_t up, down;
+    if (demand_migration(d, &up, &down))
+      snprintf(line, sizeof line, "\"demand_bytes_up\":%llu,\"demand_bytes_down\":%llu,",
+               (unsigned long long)up, (unsigned long long)down);
+    else
+      snprintf(line, sizeof line, "\"demand_migrations\":\"not measured\",");
     out_text(o, line);
     vx_counters_print_one(&c[d], 1, 1, out_text, o);
     out_text(o, "}");
@@ -200,6 +219,15 @@ static void report_text(struct report_out *o, const vx_counters_t *c, int ndev) 
     char ph[VX_SIZE_TEXT], lim[VX_SIZE_TEXT];
     snprintf(line, sizeof line, "device %d: physical %s, limit %s\n", d,
              vx_size_text(budget_physical(d), ph), vx_size_text(budget_limit(d), lim));
+    out_text(o, line);
+    uint64_t up, down;
+    char u[VX_SIZE_TEXT], dn[VX_SIZE_TEXT];
+    if (demand_migration(d, &up, &down))
+      snprintf(line, sizeof line, "  demand migrations (the driver's own): %s up, %s down\n",
+               vx_size_text(up, u), vx_size_text(down, dn));
+    else
+      snprintf(line, sizeof line,
+               "  demand migrations: not measured (the driver does not report them)\n");
     out_text(o, line);
     vx_counters_print_one(&c[d], 0, 0, out_text, o);
   }

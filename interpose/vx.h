@@ -46,6 +46,8 @@ int vx_current_device(int *dev);
 /* A driver error for a message: its name (CUDA_ERROR_OUT_OF_MEMORY), from
  * the driver's cuGetErrorName, else "CUresult N".  buf is returned when used. */
 #define VX_CU_ERR_TEXT 32
+/* A symbol of the loaded driver library outside the CUDA API (NULL: none). */
+void *vx_real_driver_sym(const char *name);
 const char *vx_cu_err(CUresult r, char buf[VX_CU_ERR_TEXT]);
 
 /* Republishes the per-device limits in the live stats segment (after a

@@ -20,10 +20,17 @@ static const char usage[] =
     "  -h, --help    this text\n";
 
 /* Counters worth a line per device, when the report has them. */
-static const char *const summary_keys[] = {
-    "native_bytes_peak", "managed_bytes_peak", "host_tier_bytes_peak",
-    "nvme_bytes_peak",   "bytes_up",           "bytes_down",
-    "managed_fallbacks", "alloc_failures",     "launches"};
+static const char *const summary_keys[] = {"native_bytes_peak",
+                                           "managed_bytes_peak",
+                                           "host_tier_bytes_peak",
+                                           "nvme_bytes_peak",
+                                           "bytes_up",
+                                           "bytes_down",
+                                           "demand_bytes_up",
+                                           "demand_bytes_down",
+                                           "managed_fallbacks",
+                                           "alloc_failures",
+                                           "launches"};
 
 static void text_devices(const vx_report_t *r) {
   const vx_json_t *devs = vx_json_get(r->root, "devices");
@@ -40,6 +47,8 @@ static void text_devices(const vx_report_t *r) {
                strstr(summary_keys[i], "bytes") ? vx_fmt_bytes((uint64_t)v->num, b, sizeof b) : "",
                strstr(summary_keys[i], "bytes") ? ")" : "");
     }
+    if (vx_json_get(d, "demand_migrations")) /* the driver did not report them */
+      printf("  %-22s %18s\n", "demand migrations", "not measured");
     double h = vx_json_num(vx_json_get(c, "prefetch_hits"), 0);
     double m = vx_json_num(vx_json_get(c, "prefetch_misses"), 0);
     if (h + m > 0) printf("  %-22s %17.1f%%\n", "prefetch hit rate", 100 * h / (h + m));

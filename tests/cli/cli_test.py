@@ -494,6 +494,13 @@ def test_report():
     check(sum(1 for l in doc.getElementsByTagName("line") if l.getAttribute("class") == "ytick") == 8,
           "four y steps per panel")
     check("12G" in t and "6.0G" in t, f"y axis in units: {t}")
+    # a report from a driver that does not count its own migrations says so
+    nm = dict(REPORT, devices=[dict(REPORT["devices"][0], demand_migrations="not measured")])
+    nm_path = os.path.join(tmp, "nm.json")
+    with open(nm_path, "w") as f:
+        json.dump(nm, f)
+    r = vx("report", nm_path)
+    check(r.returncode == 0 and re.search(r"demand migrations\s+not measured", r.stdout), f"{r.stdout}")
     # folded stacks for flame graphs: outermost first, weighted by bytes spilled
     fpath = os.path.join(tmp, "sites.folded")
     rep_path = os.path.join(tmp, "r.json")

@@ -44,6 +44,19 @@ SIM_API int simcuda_get_stats(int dev, simcuda_stats_t *out) {
   return 0;
 }
 
+/* The migrations the driver made on its own (faults in, evictions out), as
+ * a driver that reported them would: libvx's exit report counts them beside
+ * its own prefetches (NVIDIA's driver has no such entry point: there the
+ * report says "not measured"). */
+SIM_API int simcuda_demand_migration(int dev, uint64_t *up, uint64_t *down) {
+  if (!up || !down || !sim_dev_get(dev)) return -EINVAL;
+  sim_lock();
+  *up = sim_g.dev[dev].st.bytes_fault_htod;
+  *down = sim_g.dev[dev].st.bytes_evict_dtoh;
+  sim_unlock();
+  return 0;
+}
+
 /* Counters restart from zero; gauges (bytes in use now) keep their value and
  * their peaks restart from it. */
 SIM_API void simcuda_reset_stats(void) {

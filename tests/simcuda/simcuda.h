@@ -105,6 +105,9 @@ typedef struct simcuda_stats {
  * Returns 0, or -EINVAL for a bad ordinal. */
 int simcuda_get_stats(int dev, simcuda_stats_t *out);
 void simcuda_reset_stats(void);
+/* Bytes the driver migrated on its own on device dev (faults up, evictions
+ * down): what libvx's report calls demand migrations.  0 or -EINVAL. */
+int simcuda_demand_migration(int dev, uint64_t *up, uint64_t *down);
 /* Residency of the managed chunk holding p: 1 device, 0 host, -1 discarded or
  * never populated, -2 not managed memory. */
 int simcuda_chunk_residency(CUdeviceptr p);

@@ -23,10 +23,16 @@ void vx_set_launch_observer(vx_launch_observer_fn fn) {
 
 // ---- vx's observer ----
 
+/* A per-thread-default-stream variant of a launch hook (its NULL stream is
+ * CU_STREAM_PER_THREAD). */
+static inline int hook_ptsz(int id) {
+  return id == VX_ID_cuLaunchKernel_ptsz || id == VX_ID_cuLaunchKernelEx_ptsz ||
+         id == VX_ID_cuLaunchCooperativeKernel_ptsz || id == VX_ID_cuGraphLaunch_ptsz;
+}
+#define PTSZ(name) hook_ptsz(VX_ID_##name)
+
 static CUstream launch_stream(const vx_launch_t *l) {
-  int ptsz = l->hook == VX_ID_cuLaunchKernel_ptsz || l->hook == VX_ID_cuLaunchKernelEx_ptsz ||
-             l->hook == VX_ID_cuLaunchCooperativeKernel_ptsz || l->hook == VX_ID_cuGraphLaunch_ptsz;
-  return ptsz && !l->stream ? CU_STREAM_PER_THREAD : l->stream;
+  return hook_ptsz(l->hook) && !l->stream ? CU_STREAM_PER_THREAD : l->stream;
 }
 
 /* 1 capturing, 0 not, -1 the query failed (the legacy stream during
@@ -228,11 +234,6 @@ static inline CUresult launched(int on, int ptsz, CUstream s, CUresult r) {
   }
   return r;
 }
-static inline int hook_ptsz(int id) {
-  return id == VX_ID_cuLaunchKernel_ptsz || id == VX_ID_cuLaunchKernelEx_ptsz ||
-         id == VX_ID_cuLaunchCooperativeKernel_ptsz || id == VX_ID_cuGraphLaunch_ptsz;
-}
-#define PTSZ(name) hook_ptsz(VX_ID_##name)
 
 static inline CUresult observe(const vx_launch_t *l, int counter) {
   ctr_add(vx_tls_dev, counter, 1);

@@ -75,7 +75,10 @@ void spill_op_done(void) {
 
 void spill_pins_release(void) {
   if (!spill_armed()) return;
-  spill_pinset_t *ps = spill_pinset();
+  /* Every launch comes here: look, never make a pinset (a thread that
+   * pinned nothing has none). */
+  pthread_once(&spill_g.pin_once, pin_key_make);
+  spill_pinset_t *ps = spill_g.pin_key_ok ? pthread_getspecific(spill_g.pin_key) : NULL;
   if (!ps) return;
   int any = 0; /* the owner alone writes n[]: no lock to read it */
   for (int c = 0; c < SPILL_PIN_CALLS; c++)

@@ -207,19 +207,6 @@ static int worker(const char *mode) {
 
 // ---- the orchestrator ----
 
-static uint64_t out_u64(const vxt_run_t *r, const char *key) {
-  const char *p = strstr(r->out, key);
-  VXT_ASSERT(p, "no %s in\n%s", key, r->out);
-  return strtoull(p + strlen(key), NULL, 10);
-}
-
-static int count(const char *hay, const char *needle) {
-  int n = 0;
-  for (const char *p = hay; (p = strstr(p, needle)); p++)
-    n++;
-  return n;
-}
-
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--worker")) return worker(argv[2]);
   VXT_ASSERT(argc == 2,
@@ -271,47 +258,47 @@ int main(int argc, char **argv) {
     snprintf(said, sizeof said, "driver %d.%d lacks cuMemDiscardBatchAsync (13.0): NVMe tier off",
              version / 1000, version % 1000 / 10);
     VXT_ASSERT(r.status == 0, "worker status %d", r.status);
-    VXT_ASSERT(out_u64(&r, "errors=") == 0 && out_u64(&r, "bad=") == 0);
-    VXT_ASSERT(count(r.err, said) == 1, "'%s' not said once:\n%s", said, r.err);
-    VXT_ASSERT(count(r.err, "cuFuncGetParamInfo (12.4)") == (version < 12040), "%s", r.err);
+    VXT_ASSERT(vxt_out_u64(&r, "errors=") == 0 && vxt_out_u64(&r, "bad=") == 0);
+    VXT_ASSERT(vxt_count(r.err, said) == 1, "'%s' not said once:\n%s", said, r.err);
+    VXT_ASSERT(vxt_count(r.err, "cuFuncGetParamInfo (12.4)") == (version < 12040), "%s", r.err);
     VXT_ASSERT(wrote == 0 && peak == 0, "spilled without cuMemDiscardBatchAsync");
   } else if (big_mode(mode)) {
     VXT_ASSERT(r.status == 0, "worker status %d", r.status);
-    VXT_ASSERT(out_u64(&r, "errors=") == 0 && out_u64(&r, "bad=") == 0);
-    uint64_t host_peak = out_u64(&r, "host_backing_peak=");
+    VXT_ASSERT(vxt_out_u64(&r, "errors=") == 0 && vxt_out_u64(&r, "bad=") == 0);
+    uint64_t host_peak = vxt_out_u64(&r, "host_backing_peak=");
     VXT_ASSERT(host_peak <= limit + SLACK, "host backing peak %llu > limit %zu + slack %zu",
                (unsigned long long)host_peak, limit, SLACK);
     VXT_ASSERT(wrote > 0 && read > 0 && peak > 0);
     VXT_ASSERT(vxt_json_u64(json, 0, "nvme_read_failures") == 0);
-    if (!strcmp(mode, "graph")) VXT_ASSERT(out_u64(&r, "graph reads ") > 0);
+    if (!strcmp(mode, "graph")) VXT_ASSERT(vxt_out_u64(&r, "graph reads ") > 0);
     /* vx's own stream for the discards: the tier keeps spilling (on the
      * legacy stream the first discard failed and the tier stopped) */
     VXT_ASSERT(vxt_json_u64(json, 0, "nvme_spills") > 1, "spilled %llu times",
                (unsigned long long)vxt_json_u64(json, 0, "nvme_spills"));
   } else if (!strcmp(mode, "full")) {
     VXT_ASSERT(r.status == 0, "worker status %d", r.status);
-    VXT_ASSERT(out_u64(&r, "errors=") == 0 && out_u64(&r, "bad=") == 0);
+    VXT_ASSERT(vxt_out_u64(&r, "errors=") == 0 && vxt_out_u64(&r, "bad=") == 0);
     VXT_ASSERT(vxt_json_u64(json, 0, "nvme_enospc") > 0);
     VXT_ASSERT(peak <= 4 * MB, "the swap grew past VX_NVME_LIMIT: %llu", (unsigned long long)peak);
-    VXT_ASSERT(count(r.err, "NVMe swap full") == 1, "the warning must be said once:\n%s", r.err);
+    VXT_ASSERT(vxt_count(r.err, "NVMe swap full") == 1, "the warning must be said once:\n%s", r.err);
   } else if (!strcmp(mode, "nodiscard")) {
     VXT_ASSERT(r.status == 0, "worker status %d", r.status);
-    VXT_ASSERT(out_u64(&r, "errors=") == 0 && out_u64(&r, "bad=") == 0);
+    VXT_ASSERT(vxt_out_u64(&r, "errors=") == 0 && vxt_out_u64(&r, "bad=") == 0);
     VXT_ASSERT(peak == 0, "chunks counted as spilled although never discarded");
-    VXT_ASSERT(count(r.err, "cuMemDiscardBatchAsync failed") == 1, "said once:\n%s", r.err);
+    VXT_ASSERT(vxt_count(r.err, "cuMemDiscardBatchAsync failed") == 1, "said once:\n%s", r.err);
     /* the driver's error by name, not by number (#14) */
     VXT_ASSERT(strstr(r.err, "cuMemDiscardBatchAsync failed (CUDA_ERROR_UNKNOWN)"), "%s", r.err);
   } else if (!strcmp(mode, "unseen")) {
     VXT_ASSERT(r.status == 0, "worker status %d", r.status);
-    VXT_ASSERT(out_u64(&r, "errors=") == 0 && out_u64(&r, "bad=") == 0);
+    VXT_ASSERT(vxt_out_u64(&r, "errors=") == 0 && vxt_out_u64(&r, "bad=") == 0);
     VXT_ASSERT(wrote > 0 && read > 0, "the copies spilled and the unseen launch restored");
     VXT_ASSERT(vxt_json_u64(json, 0, "launches_unseen") > 0);
-    VXT_ASSERT(count(r.err, "no more NVMe spills") == 1, "said once:\n%s", r.err);
+    VXT_ASSERT(vxt_count(r.err, "no more NVMe spills") == 1, "said once:\n%s", r.err);
   } else {
     /* damaged: operations fail, and nothing that succeeds returns wrong data */
     VXT_ASSERT(r.status == 0, "worker status %d (1 = wrong data came back)", r.status);
-    VXT_ASSERT(out_u64(&r, "bad=") == 0);
-    VXT_ASSERT(out_u64(&r, "errors=") > 0, "no operation failed after the swap was damaged");
+    VXT_ASSERT(vxt_out_u64(&r, "bad=") == 0);
+    VXT_ASSERT(vxt_out_u64(&r, "errors=") > 0, "no operation failed after the swap was damaged");
     VXT_ASSERT(strstr(r.out, "first error: CUDA_ERROR_UNKNOWN"), "%s", r.out);
     VXT_ASSERT(vxt_json_u64(json, 0, "nvme_read_failures") > 0);
     if (!strcmp(mode, "corrupt")) VXT_ASSERT(vxt_json_u64(json, 0, "nvme_checksum_failures") > 0);

@@ -99,19 +99,6 @@ static int worker(const char *mode) {
 
 // ---- the orchestrator ----
 
-static uint64_t out_u64(const vxt_run_t *r, const char *key) {
-  const char *p = strstr(r->out, key);
-  VXT_ASSERT(p, "no %s in\n%s", key, r->out);
-  return strtoull(p + strlen(key), NULL, 10);
-}
-
-static int count(const char *hay, const char *needle) {
-  int n = 0;
-  for (const char *p = hay; (p = strstr(p, needle)); p++)
-    n++;
-  return n;
-}
-
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--worker")) return worker(argv[2]);
   VXT_ASSERT(argc == 2 && (!strcmp(argv[1], "segments") || !strcmp(argv[1], "one")),
@@ -146,9 +133,9 @@ int main(int argc, char **argv) {
   rmdir(dir);
   VXT_ASSERT(json, "no report");
   VXT_ASSERT(r.status == 0, "worker status %d (1 = wrong data came back)", r.status);
-  VXT_ASSERT(out_u64(&r, "bad=") == 0);
+  VXT_ASSERT(vxt_out_u64(&r, "bad=") == 0);
   uint64_t wrote = vxt_json_u64(json, 0, "nvme_write_bytes");
-  uint64_t between = out_u64(&r, "host_between=");
+  uint64_t between = vxt_out_u64(&r, "host_between=");
   printf("report: nvme_write_bytes=%llu host_held_bytes_peak=%llu\n", (unsigned long long)wrote,
          (unsigned long long)vxt_json_u64(json, 0, "host_held_bytes_peak"));
   VXT_ASSERT(wrote > 0, "nothing was spilled: the hot segments stayed whole in host RAM");
@@ -157,11 +144,11 @@ int main(int argc, char **argv) {
      * and no more than one segment's worth is ever held over it. */
     VXT_ASSERT(between <= limit + 40 * MB, "host holds %llu between rounds, limit %zu",
                (unsigned long long)between, limit);
-    VXT_ASSERT(count(r.err, "VX_HOST_LIMIT cannot hold") == 0, "%s", r.err);
+    VXT_ASSERT(vxt_count(r.err, "VX_HOST_LIMIT cannot hold") == 0, "%s", r.err);
   } else {
     VXT_ASSERT(between <= limit + BATCH, "host holds %llu between rounds, limit %zu",
                (unsigned long long)between, limit);
-    VXT_ASSERT(count(r.err, "VX_HOST_LIMIT cannot hold") == 1, "said once:\n%s", r.err);
+    VXT_ASSERT(vxt_count(r.err, "VX_HOST_LIMIT cannot hold") == 1, "said once:\n%s", r.err);
   }
   free(json);
   printf("ok %s\n", mode);

@@ -28,13 +28,6 @@ static int worker(void) {
   return WORKER_STATUS;
 }
 
-static int count(const char *text, const char *what) {
-  int n = 0;
-  for (const char *s = text; (s = strstr(s, what)); s++)
-    n++;
-  return n;
-}
-
 static vxt_run_t *run_with(const char *var, const char *path) {
   char kv[512];
   snprintf(kv, sizeof kv, "%s=%s", var, path);
@@ -51,7 +44,7 @@ static void no_reader(const char *var, const char *fifo) {
   vxt_run_t *r = run_with(var, fifo);
   char want[600];
   snprintf(want, sizeof want, "vx: %s=%s: ", var, fifo);
-  VXT_ASSERT(count(r->err, want) == 1 && count(r->err, "a FIFO with no reader") == 1,
+  VXT_ASSERT(vxt_count(r->err, want) == 1 && vxt_count(r->err, "a FIFO with no reader") == 1,
              "%s: want one line \"%s... a FIFO with no reader\":\n%s", var, want, r->err);
   printf("%s on a FIFO with no reader: exit %d, one line\n", var, r->status);
   free(r);
@@ -72,7 +65,7 @@ static void with_reader(const char *var, const char *fifo, int want_data) {
     VXT_ASSERT(!strstr(r->err, var), "%s: unexpected line: %s", var, r->err);
   } else {
     VXT_ASSERT(n <= 0, "%s: %zd bytes written into a FIFO", var, n);
-    VXT_ASSERT(count(r->err, "a FIFO, not a regular file") == 1, "%s: %s", var, r->err);
+    VXT_ASSERT(vxt_count(r->err, "a FIFO, not a regular file") == 1, "%s: %s", var, r->err);
   }
   printf("%s on a FIFO with a reader: %s\n", var, want_data ? "report read" : "refused, one line");
   free(r);

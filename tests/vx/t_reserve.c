@@ -82,13 +82,6 @@ static result_t run(vxt_run_t *r, int with_vx, const char *const *env, const cha
   return x;
 }
 
-static int count(const char *hay, const char *needle) {
-  int k = 0;
-  for (const char *p = hay; (p = strstr(p, needle)); p++)
-    k++;
-  return k;
-}
-
 static char *report_of(const char *path) {
   char *json = vxt_read_file(path);
   VXT_ASSERT(json, "no report at %s", path);
@@ -161,8 +154,8 @@ static void check_nocma(void) {
   VXT_ASSERT(vxt_json_u64(json, 0, "native_bytes_peak") == 64 * MB, "%s", json);
   /* extended memory advertises no host or NVMe capacity the device cannot use */
   VXT_ASSERT(x.total == 16 * MB, "extended total %llu", x.total);
-  VXT_ASSERT(count(r->err, "no concurrent managed access") == 1, "stderr:\n%s", r->err);
-  VXT_ASSERT(count(r->err, "vx:") == 1, "one line only:\n%s", r->err);
+  VXT_ASSERT(vxt_count(r->err, "no concurrent managed access") == 1, "stderr:\n%s", r->err);
+  VXT_ASSERT(vxt_count(r->err, "vx:") == 1, "one line only:\n%s", r->err);
   printf("nocma: ok (%d native allocations, then the driver's OOM)\n", x.allocs);
   free(json);
   free(r);
@@ -200,7 +193,7 @@ static void check_hostmax(const char *dir) {
              "%s: %d allocations, err %d\n%s", dir ? "nvme" : "host", x.allocs, x.err, r->err);
   VXT_ASSERT(vxt_json_u64(json, 0, "alloc_managed") == (uint64_t)want - 4, "%s", json);
   VXT_ASSERT(vxt_json_u64(json, 0, "alloc_failures") >= 1, "%s", json);
-  VXT_ASSERT(count(r->err, "host memory cap reached") == 1, "stderr:\n%s", r->err);
+  VXT_ASSERT(vxt_count(r->err, "host memory cap reached") == 1, "stderr:\n%s", r->err);
   printf("hostmax %s: ok (%d allocations, then out of memory)\n", dir ? "with nvme" : "host only",
          x.allocs);
   free(json);

@@ -327,3 +327,16 @@ size_t vxt_env_size(const char *name, size_t def) {
     return v;
   }
 }
+
+int vxt_count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)); p++)
+    n++;
+  return n;
+}
+
+uint64_t vxt_out_u64(const vxt_run_t *r, const char *key) {
+  const char *p = strstr(r->out, key);
+  VXT_ASSERT(p, "no %s in\n%s", key, r->out);
+  return strtoull(p + strlen(key), NULL, 10);
+}

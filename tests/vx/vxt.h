@@ -55,6 +55,11 @@ char *vxt_read_file(const char *path);
 /* The value of key in the exit report: top level (dev < 0) or device dev.
  * Fails the test when absent. */
 uint64_t vxt_json_u64(const char *json, int dev, const char *key);
+/* How many times needle occurs in hay (a line said once, say). */
+int vxt_count(const char *hay, const char *needle);
+/* The number right after key in the worker's stdout (fails the test when
+ * key is absent). */
+uint64_t vxt_out_u64(const vxt_run_t *r, const char *key);
 
 // ---- the driver API, reached in one lookup style ----
 typedef struct vxt_api {

@@ -296,8 +296,10 @@ void vx_top_frame(vx_top_state_t *st, FILE *out, int width, double interval) {
   time_t t = time(NULL);
   struct tm tm;
   strftime(clock, sizeof clock, "%H:%M:%S", localtime_r(&t, &tm));
-  char *body = NULL, *head = NULL;
-  size_t len = 0, hlen = 0;
+  /* The body first (the header counts its processes), then the frame:
+   * header and body, cut to the terminal's rows. */
+  char *body = NULL, *frame = NULL;
+  size_t len = 0, flen = 0;
   FILE *mem = open_memstream(&body, &len);
   st->out = mem ? mem : out;
   st->width = width > VX_TOP_WIDTH ? VX_TOP_WIDTH : width;
@@ -307,29 +309,18 @@ void vx_top_frame(vx_top_state_t *st, FILE *out, int width, double interval) {
   prune(st);
   ledgers(st);
   if (mem) fclose(mem);
-  FILE *hm = mem ? open_memstream(&head, &hlen) : NULL;
-  st->out = hm ? hm : out;
+  FILE *fm = mem ? open_memstream(&frame, &flen) : NULL;
+  st->out = fm ? fm : out;
   emit(st, "vx top - %s  %d process%s  every %.1fs  q quits", clock, st->nprocs,
        st->nprocs == 1 ? "" : "es", interval);
   if (n < 0)
     emit(st, "cannot read /dev/shm");
   else if (!st->nprocs)
     emit(st, "no process of this user is running under vx (with VX_STATS=1)");
-  if (hm) fclose(hm);
+  if (body) fputs(body, st->out);
+  if (fm) fclose(fm);
   st->out = out;
-  if (head && body) {
-    char *all = malloc(hlen + len + 1);
-    if (all) {
-      memcpy(all, head, hlen);
-      memcpy(all + hlen, body, len + 1);
-      put_rows(out, all, st->rows, st->only);
-    } else {
-      fputs(head, out), fputs(body, out);
-    }
-    free(all);
-  } else if (body) {
-    fputs(body, out);
-  }
-  free(head);
+  if (frame) put_rows(out, frame, st->rows, st->only);
+  free(frame);
   free(body);
 }

@@ -13,13 +13,12 @@
 #include "registry.h"
 #include "secure.h"
 #include "spill.h"
-#include "stats_shm.h"
+#include "live.h"
+#include "report.h"
 #include "timeline.h"
 #include "vx.h"
 
 int vx_state;
-vx_options_t vx_opt;
-__thread int vx_tls_dev __attribute__((tls_model("initial-exec")));
 __thread int vx_tls_busy __attribute__((tls_model("initial-exec")));
 
 static pthread_once_t vx_once = PTHREAD_ONCE_INIT;
@@ -126,7 +125,7 @@ static int start_locked(void) {
   vx_report_init(); /* a path that cannot work is said now, not at exit */
   timeline_every(vx_report_refresh, (unsigned)vx_opt.REPORT_PERIOD);
   timeline_init(); /* VX_REPORT: the sampler thread, which also rewrites the report */
-  if (vx_opt.STATS) vx_stats_shm_publish(vx_ctr, VX_MAX_DEVICES);
+  if (vx_opt.STATS) obs_live_start();
   say_active();
   return 1;
 }
@@ -143,33 +142,6 @@ int vx_start(void) {
     return 0;
   pthread_once(&vx_once, start_once);
   return __atomic_load_n(&vx_state, __ATOMIC_ACQUIRE) == 1;
-}
-
-void vx_stats_limits_changed(void) {
-  static uint64_t limits[VX_MAX_DEVICES][VX_LIMIT_COUNT];
-  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  if (!vx_opt.STATS) return;
-  pthread_mutex_lock(&lock);
-  /* The host and NVMe limits are the process's, shown beside each device
-   * it uses: on the slots of unused devices they would make vx top and vx
-   * stat list all sixteen. */
-  for (int d = 0; d < VX_MAX_DEVICES; d++) {
-    int used = budget_physical(d) != 0; /* set up: the program uses it */
-    limits[d][VX_LIMIT_DEVICE] = budget_limit(d);
-    limits[d][VX_LIMIT_HOST] = used ? vx_size_resolve(&vx_opt.HOST_LIMIT, 0) : 0;
-    limits[d][VX_LIMIT_NVME] =
-        used && vx_opt.NVME_DIR.s[0] ? vx_size_resolve(&vx_opt.NVME_LIMIT, 0) : 0;
-  }
-  vx_stats_shm_set_limits(&limits[0][0]);
-  pthread_mutex_unlock(&lock);
-}
-
-int vx_current_device(int *dev) {
-  CUdevice d;
-  if (VX_CALL(cuCtxGetDevice, &d) != CUDA_SUCCESS) return -19; /* -ENODEV */
-  vx_tls_dev = d;
-  *dev = d;
-  return 0;
 }
 
 __attribute__((destructor)) static void vx_fini(void) {

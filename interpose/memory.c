@@ -1,6 +1,7 @@
 /* Device-memory hooks: allocations placed by tiers/place.c (native while
  * they fit, managed beyond), frees routed by what the pointer is. */
 #include "place.h"
+#include "sites.h"
 #include "vx.h"
 
 // ---- the application's own calls, as place_alloc makes them ----
@@ -35,12 +36,25 @@ static CUresult native_alloc_pitch(CUdeviceptr *dptr, void *ctx) {
   return VX_CALL(cuMemAllocPitch_v2, dptr, q->pitch, q->width, q->height, q->elem);
 }
 
+/* placement, then the allocation's site (VX_SITES=1: the caller's stack) */
+static CUresult placed(CUdeviceptr *dptr, size_t size, place_native_fn native, void *ctx) {
+  vx_alloc_info_t a;
+  CUresult r = place_alloc(dptr, size, native, ctx, &a);
+  if (a.size) sites_record(&a);
+  return r;
+}
+
+static CUresult freed(CUresult r, const vx_alloc_info_t *a) {
+  if (a->size) sites_forget(a);
+  return r;
+}
+
 // ---- hooks ----
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   VX_ENTER(on);
   if (!on) return VX_CALL(cuMemAlloc_v2, dptr, bytesize);
-  return place_alloc(dptr, bytesize, native_alloc, &bytesize);
+  return placed(dptr, bytesize, native_alloc, &bytesize);
 }
 
 /* Pitch the driver would pick for a managed fallback: rows aligned to 512
@@ -59,7 +73,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
     return VX_CALL(cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   size_t native_pitch = 0;
   struct pitch_req q = {&native_pitch, WidthInBytes, Height, ElementSizeBytes};
-  CUresult r = place_alloc(dptr, pitch * Height, native_alloc_pitch, &q);
+  CUresult r = placed(dptr, pitch * Height, native_alloc_pitch, &q);
   if (r == CUDA_SUCCESS) *pPitch = native_pitch ? native_pitch : pitch;
   return r;
 }
@@ -67,7 +81,9 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
   VX_ENTER(on);
   if (!on) return VX_CALL(cuMemFree_v2, dptr);
-  return place_free(dptr);
+  vx_alloc_info_t a;
+  CUresult r = place_free(dptr, &a);
+  return freed(r, &a);
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
@@ -82,7 +98,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, struct async_req *q) {
   /* Inside a capture the allocation is a graph node, not memory: pass it. */
   if (VX_CALL(cuStreamIsCapturing, s, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE)
     return native_alloc_async(dptr, q);
-  return place_alloc(dptr, q->size, native_alloc_async, q);
+  return placed(dptr, q->size, native_alloc_async, q);
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
@@ -121,13 +137,17 @@ static CUresult real_free_async_ptsz(CUdeviceptr p, CUstream s) {
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
   VX_ENTER(on);
   if (!on) return VX_CALL(cuMemFreeAsync, dptr, hStream);
-  return place_free_async(dptr, hStream, 0, real_free_async);
+  vx_alloc_info_t a;
+  CUresult r = place_free_async(dptr, hStream, 0, real_free_async, &a);
+  return freed(r, &a);
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
   VX_ENTER(on);
   if (!on) return VX_CALL(cuMemFreeAsync_ptsz, dptr, hStream);
-  return place_free_async(dptr, hStream, 1, real_free_async_ptsz);
+  vx_alloc_info_t a;
+  CUresult r = place_free_async(dptr, hStream, 1, real_free_async_ptsz, &a);
+  return freed(r, &a);
 }
 
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # format.sh: clang-format (the repo's .clang-format) over the production
-# sources: interpose/ tiers/ policy/ nvme/ tools/ (*.c, *.h).
+# sources: core/ interpose/ tiers/ obs/ policy/ nvme/ tools/ (*.c, *.h).
 #
 #   scripts/format.sh           rewrite them in place
 #   scripts/format.sh --check   change nothing; list the files that differ,
@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v clang-format >/dev/null || { echo "format: clang-format is not installed"; exit 2; }
-mapfile -t files < <(git ls-files 'interpose/*.[ch]' 'tiers/*.[ch]' 'policy/*.[ch]' 'nvme/*.[ch]' \
+mapfile -t files < <(git ls-files 'core/*.[ch]' 'obs/*.[ch]' 'interpose/*.[ch]' 'tiers/*.[ch]' 'policy/*.[ch]' 'nvme/*.[ch]' \
                                   'tools/*.[ch]' 2>/dev/null || true)
 [ "${#files[@]}" -gt 0 ] || { echo "format: no sources found (not a git checkout?)"; exit 2; }
 if [ "${1:-}" != --check ]; then

@@ -63,7 +63,7 @@ echo "vx soak: $runs runs, $total_ops operations, $total_verifies verifications,
 echo "==== vx soak: fault matrix"
 VX_MATRIX_NTH=${VX_SOAK_MATRIX_NTH:-"1 2 3 4 8 16 64"} LD_LIBRARY_PATH="$build/tests/simcuda" \
   VX_MATRIX_FAILMALLOC="$build/tests/stress/failmalloc.so" \
-  bash tests/stress/fault_matrix.sh "$build/tests/stress/fault_app" "$build/libvx.so" interpose/hooks.def \
+  bash tests/stress/fault_matrix.sh "$build/tests/stress/fault_app" "$build/libvx.so" core/hooks.def \
   | grep -E "BAD|XFAIL|XPASS|^fault matrix:" || status=1
 [ $status -eq 0 ] && echo "vx soak: nothing lost" || echo "vx soak: FAILURES (replay with the seed shown)"
 exit $status

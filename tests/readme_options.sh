@@ -1,6 +1,6 @@
 #!/bin/sh
 # README.md must carry the options table exactly as `vx env --markdown`
-# generates it from interpose/options.def.
+# generates it from core/options.def.
 # usage: readme_options.sh VX_BINARY README.md
 vx=$1 readme=$2
 table=$("$vx" env --markdown) || { echo "vx env --markdown failed"; exit 1; }

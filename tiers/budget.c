@@ -10,10 +10,11 @@
 #include <unistd.h>
 
 #include "ctr.h"
-#include "hooks.h"
 #include "ledger.h"
 #include "spill.h"
-#include "vx.h"
+#include "driver.h"
+#include "log.h"
+#include "options.h"
 
 struct budget {
   int ready;
@@ -231,7 +232,6 @@ static void budget_settle(struct budget *b, int dev, const vx_options_t *o) {
                   (unsigned long long)(free >> 20), (unsigned long long)(b->physical >> 20),
                   (unsigned long long)(limit >> 20));
   }
-  vx_stats_limits_changed();
 }
 
 int budget_device_init(int dev, uint64_t physical, const vx_options_t *o) {
@@ -241,7 +241,6 @@ int budget_device_init(int dev, uint64_t physical, const vx_options_t *o) {
   if (!__atomic_load_n(&b->ready, __ATOMIC_ACQUIRE)) {
     int rc = budget_setup(b, dev, physical, o);
     if (rc) return rc;
-    vx_stats_limits_changed();
   }
   budget_settle(b, dev, o);
   return 0;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "capture.h"
-#include "vx.h"
+#include "driver.h"
 
 struct deferred {
   vx_alloc_info_t a;

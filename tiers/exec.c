@@ -17,7 +17,10 @@
 #include "outfile.h"
 #include "spill.h"
 #include "trace_rec.h"
-#include "vx.h"
+#include "driver.h"
+#include "ctr.h"
+#include "log.h"
+#include "options.h"
 
 #define EX_PLAN_CAP 128
 #define EX_BATCH 64

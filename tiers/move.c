@@ -6,7 +6,8 @@
 #include <pthread.h>
 #include <stdio.h>
 
-#include "vx.h"
+#include "driver.h"
+#include "log.h"
 
 /* cuda.h maps these to the _v2 names; here they are the v1 entry points. */
 #undef cuMemPrefetchAsync

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "kernels.h"
-#include "vx.h"
+#include "driver.h"
 
 // ---- per-function layout cache ----
 

@@ -10,9 +10,11 @@
 #include "exec.h"
 #include "move.h"
 #include "registry.h"
-#include "sites.h"
 #include "spill.h"
-#include "vx.h"
+#include "driver.h"
+#include "ctr.h"
+#include "log.h"
+#include "options.h"
 
 // ---- accounting ----
 
@@ -30,7 +32,7 @@ static uint64_t next_id = 1; /* atomic: allocation ids, never reused */
 /* Registers and counts an allocation.  Returns 0, or -ENOMEM when the
  * registry cannot hold it: then nothing is counted and its budget charge is
  * returned (an untracked pointer's free goes to the driver untouched). */
-static int track(vx_alloc_info_t *a) {
+static int track(vx_alloc_info_t *a, vx_alloc_info_t *placed) {
   a->id = __atomic_fetch_add(&next_id, 1, __ATOMIC_RELAXED);
   if (reg_add(a)) {
     VX_LOG_ONCE(VX_LOG_WARN, "out of memory for bookkeeping: some allocations are not tracked");
@@ -41,7 +43,7 @@ static int track(vx_alloc_info_t *a) {
   ctr_add(a->dev, tier_ctrs[a->tier].alloc_ctr, 1);
   ctr_cur_add(a->dev, tier_ctrs[a->tier].bytes_ctr, a->size);
   exec_alloc(a);
-  sites_record(a); /* VX_SITES=1: the caller's stack */
+  if (placed) *placed = *a;
   return 0;
 }
 
@@ -55,7 +57,6 @@ static void untrack_bytes(const vx_alloc_info_t *a) {
   ctr_cur_sub(a->dev, tier_ctrs[a->tier].bytes_ctr, a->size);
   budget_release(a->dev, a->charged);
   if (host_backed(a->tier)) budget_host_uncommit(a->size);
-  sites_forget(a);
 }
 
 /* A still-allocated pointer goes back into the registry (its free failed);
@@ -179,8 +180,10 @@ static int place_device(int *dev) {
   return budget_device_init(*dev, 0, &vx_opt) ? -1 : 0;
 }
 
-CUresult place_alloc(CUdeviceptr *dptr, size_t size, place_native_fn native, void *ctx) {
+CUresult place_alloc(CUdeviceptr *dptr, size_t size, place_native_fn native, void *ctx,
+                     vx_alloc_info_t *placed) {
   int dev;
+  *placed = (vx_alloc_info_t){0};
   if (!dptr || !size || place_device(&dev))
     return native(dptr, ctx); /* the driver's own answer, untracked */
   place_drain();
@@ -190,7 +193,7 @@ CUresult place_alloc(CUdeviceptr *dptr, size_t size, place_native_fn native, voi
   if (a.tier == VX_TIER_NATIVE) {
     CUresult r = native(&a.base, ctx);
     if (r == CUDA_SUCCESS) {
-      track(&a);
+      track(&a, placed);
       *dptr = a.base;
       return r;
     }
@@ -212,7 +215,7 @@ CUresult place_alloc(CUdeviceptr *dptr, size_t size, place_native_fn native, voi
   }
   CUresult r = VX_CALL(cuMemAllocManaged, &a.base, size, CU_MEM_ATTACH_GLOBAL);
   if (r != CUDA_SUCCESS) budget_host_uncommit(size);
-  if (r == CUDA_SUCCESS && track(&a)) {
+  if (r == CUDA_SUCCESS && track(&a, placed)) {
     /* Untracked managed memory would reach the driver's cuMemFreeAsync,
      * which rejects it: give it back and report what the device lacks. */
     VX_CALL(cuMemFree_v2, a.base);
@@ -235,7 +238,7 @@ CUresult place_alloc(CUdeviceptr *dptr, size_t size, place_native_fn native, voi
     a.tier = VX_TIER_NATIVE;
     a.charged = size;
     budget_charge(dev, size);
-    track(&a);
+    track(&a, placed);
     *dptr = a.base;
   }
   return r;
@@ -246,14 +249,15 @@ CUresult place_alloc_app_managed(CUdeviceptr *dptr, size_t size, unsigned flags)
   CUresult r = VX_CALL(cuMemAllocManaged, dptr, size, flags);
   if (r != CUDA_SUCCESS || !dptr || place_device(&dev)) return r;
   vx_alloc_info_t a = {.base = *dptr, .size = size, .dev = dev, .tier = VX_TIER_APP_MANAGED};
-  track(&a);
+  track(&a, NULL);
   return r;
 }
 
 // ---- frees ----
 
-CUresult place_free(CUdeviceptr p) {
+CUresult place_free(CUdeviceptr p, vx_alloc_info_t *freed) {
   vx_alloc_info_t a;
+  *freed = (vx_alloc_info_t){0};
   place_drain();
   if (!p || reg_remove(p, &a)) return VX_CALL(cuMemFree_v2, p);
   /* the swapped contents go only once the free succeeded */
@@ -267,6 +271,7 @@ CUresult place_free(CUdeviceptr p) {
   ctr_add(a.dev, VX_CTR_frees, 1);
   untrack_bytes(&a);
   exec_free(&a);
+  *freed = a;
   return r;
 }
 
@@ -311,8 +316,10 @@ static CUresult free_async_managed(const vx_alloc_info_t *a, CUstream s) {
   return r;
 }
 
-CUresult place_free_async(CUdeviceptr p, CUstream s, int ptsz, place_free_async_fn real) {
+CUresult place_free_async(CUdeviceptr p, CUstream s, int ptsz, place_free_async_fn real,
+                          vx_alloc_info_t *freed) {
   vx_alloc_info_t a;
+  *freed = (vx_alloc_info_t){0};
   place_drain();
   if (!p || reg_remove(p, &a)) return real(p, s);
   CUresult r;
@@ -325,10 +332,12 @@ CUresult place_free_async(CUdeviceptr p, CUstream s, int ptsz, place_free_async_
   } else {
     r = free_async_managed(&a, ptsz && !s ? CU_STREAM_PER_THREAD : s);
   }
-  if (r != CUDA_SUCCESS)
+  if (r != CUDA_SUCCESS) {
     retrack(&a);
-  else
+  } else {
     exec_free(&a);
+    *freed = a;
+  }
   return r;
 }
 

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "registry.h"
-#include "vx.h"
+#include "log.h"
 #include "vxhash.h"
 
 typedef struct pref {

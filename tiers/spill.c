@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "spill_int.h"
-#include "vx.h"
+#include "driver.h"
+#include "log.h"
 
 int spill_any(void) {
   return __atomic_load_n(&spill_g.any, __ATOMIC_RELAXED) != 0;

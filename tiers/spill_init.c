@@ -6,7 +6,9 @@
 #include "move.h"
 #include "spill.h"
 #include "spill_int.h"
-#include "vx.h"
+#include "driver.h"
+#include "log.h"
+#include "options.h"
 
 /* VX_NVME_ENGINE's value is passed to nvme/ as its engine: the two lists
  * (choices.def, nvme.h) must stay in one order. */

@@ -8,7 +8,9 @@
 #include "move.h"
 #include "spill_int.h"
 #include "spill_order.h"
-#include "vx.h"
+#include "driver.h"
+#include "ctr.h"
+#include "log.h"
 
 // ---- counters ----
 

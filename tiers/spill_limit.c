@@ -6,7 +6,8 @@
 
 #include "budget.h"
 #include "spill_int.h"
-#include "vx.h"
+#include "ctr.h"
+#include "log.h"
 
 /* Managed bytes vx holds that cannot be on the device: resident bytes of
  * the allocations vx has seen used, minus the room the device budgets have

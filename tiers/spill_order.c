@@ -23,7 +23,8 @@
 #include "spill.h"
 #include "spill_int.h"
 #include "spill_order.h"
-#include "vx.h"
+#include "driver.h"
+#include "log.h"
 
 #define ORDER_PENDING 64 /* records one thread's operation can note */
 

@@ -6,7 +6,8 @@
 
 #include "spill.h"
 #include "spill_int.h"
-#include "vx.h"
+#include "ctr.h"
+#include "log.h"
 
 int spill_spillable(const vx_alloc_info_t *a) {
   return a->tier == VX_TIER_MANAGED || a->tier == VX_TIER_HOST;

@@ -14,7 +14,8 @@
 #include "outfile.h"
 #include "registry.h"
 #include "trace.h"
-#include "vx.h"
+#include "driver.h"
+#include "log.h"
 
 #define TR_BUF (1u << 20)
 

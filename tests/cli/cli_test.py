@@ -160,7 +160,7 @@ def test_run():
 # ---- vx env ----
 
 def options_def():
-    with open(os.path.join(SRC, "interpose", "options.def")) as f:
+    with open(os.path.join(SRC, "core", "options.def")) as f:
         return re.findall(r'^VX_OPTION\((\w+),\s*(\w+),\s*"([^"]*)"', f.read(), re.M)
 
 
@@ -218,7 +218,7 @@ class Seg:
 
 
 def counter_names():
-    with open(os.path.join(SRC, "interpose", "counters.def")) as f:
+    with open(os.path.join(SRC, "core", "counters.def")) as f:
         return re.findall(r"^VX_COUNTER\((\w+),", f.read(), re.M)
 
 

@@ -7,9 +7,9 @@
 
 #include "ctr.h"
 #include "timeline.h"
-#include "vx.h"
+#include "options.h"
 
-vx_options_t vx_opt; /* the library's options, set by hand here */
+/* vx_opt (core/state.c), the library's options, is set by hand here */
 
 static tl_sample_t got[TL_MAX_SAMPLES];
 

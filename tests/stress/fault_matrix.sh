@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fault_matrix.sh: every driver entry point libvx calls (interpose/hooks.def) fails at its 1st, 2nd and Nth
+# fault_matrix.sh: every driver entry point libvx calls (core/hooks.def) fails at its 1st, 2nd and Nth
 # call (SIMCUDA_FAIL); fault_app runs without and with vx; vx must give the same error or succeed with data verified.
 #
 #   fault_matrix.sh APP LIBVX HOOKS_DEF [SANITIZER_RUNTIME]

@@ -1,6 +1,6 @@
 #!/bin/sh
 # vx_exports: the dynamic symbols libvx.so defines are exactly the VX_HOOK
-# rows of interpose/hooks.def (no more, no fewer).
+# rows of core/hooks.def (no more, no fewer).
 set -eu
 lib=$1 names=$2
 nm -D --defined-only "$lib" | awk '{print $NF}' | sed 's/@.*//' | sort -u > exports.got

@@ -1,6 +1,8 @@
 /* The exit summary (VX_REPORT): command line, per device counters, the
  * timeline and the top allocation sites, as text or JSON (path ending in
  * .json).  Reads only vx's own state: no driver calls. */
+#include "report.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,7 +16,10 @@
 #include "registry.h"
 #include "sites.h"
 #include "timeline.h"
-#include "vx.h"
+#include "driver.h"
+#include "ctr.h"
+#include "log.h"
+#include "options.h"
 
 #define REPORT_CMD_MAX 1024 /* bytes of /proc/self/cmdline kept */
 #define REPORT_TOP_SITES 20

@@ -10,7 +10,8 @@
 
 #include "ctr.h"
 #include "thread.h"
-#include "vx.h"
+#include "log.h"
+#include "options.h"
 
 static pthread_mutex_t tl_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t tl_cond; /* CLOCK_MONOTONIC; signalled to stop */

@@ -1,7 +1,7 @@
 /* What vx knows of the application's stream captures, so that it makes no
  * driver call a capture forbids (cuda.h, cuThreadExchangeStreamCaptureMode). */
-#ifndef VX_INTERPOSE_CAPTURE_H
-#define VX_INTERPOSE_CAPTURE_H
+#ifndef VX_TIERS_CAPTURE_H
+#define VX_TIERS_CAPTURE_H
 
 #include <cuda.h>
 #include <stddef.h>
@@ -41,5 +41,14 @@ int vx_capture_mine(void);
  * context (move_stream), then a wait for that stream only.  CUresult of
  * the first failing call. */
 CUresult vx_capture_safe_htod(CUdeviceptr dst, const void *src, size_t n);
+
+/* From the capture hooks, after the real call.  began: a capture on stream
+ * (ptsz: the per-thread default stream's variant) began.  ended: the
+ * application ended (r: what the driver said) the capture on stream; the
+ * stream is asked whether it still captures, so that neither an
+ * invalidated capture (ended with an error) leaks nor a refused end
+ * (CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) drops a live one. */
+void vx_capture_began(CUstream stream, int ptsz);
+void vx_capture_ended(CUstream stream, int ptsz, CUresult r);
 
 #endif

@@ -66,6 +66,10 @@ enum vx_choice {
 #undef VX_CHOICE
 };
 
+/* The options in effect in libvx: parsed once at start-up (interpose/init.c),
+ * read-only afterwards (core/state.c).  The tools never set it. */
+extern vx_options_t vx_opt;
+
 /* ---- pure parsers: 0, or -EINVAL (out untouched) ---- */
 int vx_parse_bool(const char *s, int *out);
 /* "123", "4K", "1.5g", "8GiB", "2TB" (units of 1024), or "50%" / "12.5%". */

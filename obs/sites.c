@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "vx.h"
+#include "options.h"
 
 #define SITES_PROBE 64      /* bounded probing: a full table never stalls a hook */
 #define PTRS_MAX (1u << 16) /* allocations whose site is remembered for the free */

@@ -5,9 +5,8 @@
 #include <pthread.h>
 #include <stdio.h>
 
-#include "hooks.h"
+#include "driver.h"
 #include "log.h"
-#include "vx.h"
 
 void *vx_real_v[VX_ID_COUNT];
 

@@ -1,11 +1,13 @@
-/* Stream-capture hooks: which captures the application has in progress, so
- * that vx's own driver calls never invalidate one (capture.h). */
+/* Which stream captures the application has in progress, as the capture
+ * hooks (interpose/stream_capture.c) report them, so that vx's own driver
+ * calls never invalidate one (capture.h). */
 #include "capture.h"
 
 #include <pthread.h>
 
+#include "driver.h"
+#include "log.h"
 #include "move.h"
-#include "vx.h"
 
 // ---- the captures in progress ----
 
@@ -61,7 +63,8 @@ static void cap_atfork(void) {
   pthread_atfork(cap_prepare, cap_parent, cap_child);
 }
 
-static void cap_add(CUstream s) {
+void vx_capture_began(CUstream stream, int ptsz) {
+  CUstream s = key_of(stream, ptsz);
   pthread_once(&cap_once, cap_atfork);
   pthread_mutex_lock(&cap_mu);
   my_caps++;
@@ -83,7 +86,8 @@ static void cap_add(CUstream s) {
  * said).  The stream is asked whether it still captures, so that neither
  * an invalidated capture (ended with an error) leaks nor a refused end
  * (CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) drops a live one. */
-static void cap_end(CUstream s, CUresult r) {
+void vx_capture_ended(CUstream stream, int ptsz, CUresult r) {
+  CUstream s = key_of(stream, ptsz);
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
   CUresult q = VX_CALL(cuStreamIsCapturing, s, &st);
   int still = q == CUDA_SUCCESS ? st != CU_STREAM_CAPTURE_STATUS_NONE
@@ -133,68 +137,5 @@ CUresult vx_capture_safe_htod(CUdeviceptr dst, const void *src, size_t n) {
   CUresult r = s ? VX_CALL(cuMemcpyHtoDAsync_v2, dst, src, n, s) : CUDA_ERROR_OUT_OF_MEMORY;
   if (r == CUDA_SUCCESS) r = VX_CALL(cuStreamSynchronize, s);
   vx_capture_relax_end(&rx);
-  return r;
-}
-
-// ---- hooks ----
-
-/* Every mode counts: cuCtxSynchronize and the legacy stream conflict with
- * a relaxed capture too, so vx's rule does not depend on the mode. */
-static CUresult began(int on, CUresult r, CUstream s, int ptsz) {
-  if (on && r == CUDA_SUCCESS) cap_add(key_of(s, ptsz));
-  return r;
-}
-
-CUresult cuStreamBeginCapture(CUstream hStream) {
-  VX_ENTER(on);
-  return began(on, VX_CALL(cuStreamBeginCapture, hStream), hStream, 0);
-}
-
-CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
-  VX_ENTER(on);
-  return began(on, VX_CALL(cuStreamBeginCapture_ptsz, hStream), hStream, 1);
-}
-
-CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
-  VX_ENTER(on);
-  return began(on, VX_CALL(cuStreamBeginCapture_v2, hStream, mode), hStream, 0);
-}
-
-CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
-  VX_ENTER(on);
-  return began(on, VX_CALL(cuStreamBeginCapture_v2_ptsz, hStream, mode), hStream, 1);
-}
-
-CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
-                                     const CUgraphNode *dependencies,
-                                     const CUgraphEdgeData *dependencyData, size_t numDependencies,
-                                     CUstreamCaptureMode mode) {
-  VX_ENTER(on);
-  CUresult r = VX_CALL(cuStreamBeginCaptureToGraph, hStream, hGraph, dependencies, dependencyData,
-                       numDependencies, mode);
-  return began(on, r, hStream, 0);
-}
-
-CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
-                                          const CUgraphNode *dependencies,
-                                          const CUgraphEdgeData *dependencyData,
-                                          size_t numDependencies, CUstreamCaptureMode mode) {
-  VX_ENTER(on);
-  CUresult r = VX_CALL(cuStreamBeginCaptureToGraph_ptsz, hStream, hGraph, dependencies,
-                       dependencyData, numDependencies, mode);
-  return began(on, r, hStream, 1);
-}
-
-CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
-  VX_ENTER(on);
-  CUresult r = VX_CALL(cuStreamEndCapture, hStream, phGraph);
-  if (on) cap_end(key_of(hStream, 0), r);
-  return r;
-}
-
-CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) {
-  VX_ENTER(on);
-  CUresult r = VX_CALL(cuStreamEndCapture_ptsz, hStream, phGraph);
-  if (on) cap_end(key_of(hStream, 1), r);
   return r;
 }

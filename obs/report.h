@@ -1,0 +1,16 @@
+/* The exit summary (VX_REPORT): written at exit, rewritten every
+ * VX_REPORT_PERIOD seconds while the program runs, and checked at start-up. */
+#ifndef VX_OBS_REPORT_H
+#define VX_OBS_REPORT_H
+
+/* Writes the exit summary now (also run at exit), into a file only when
+ * this process made a CUDA call since it started or forked. */
+void vx_report_write(void);
+/* Rewrites a regular VX_REPORT file while the program runs (the timeline's
+ * sampler, every VX_REPORT_PERIOD seconds). */
+void vx_report_refresh(void);
+/* At start-up: says at once when the report could not be written. */
+void vx_report_init(void);
+void vx_report_atfork_child(void);
+
+#endif

@@ -1,12 +1,15 @@
 /* Allocation sites (VX_SITES=1): libunwind stacks hashed into a fixed
- * open-addressing table (no lock, no malloc), symbolised with dladdr. */
+ * open-addressing table (no lock, no malloc), symbolised at report time from
+ * the modules' symbol tables (symtab.c), dladdr where those say nothing. */
 #include "sites.h"
 
 #include <dlfcn.h>
 #include <libunwind.h>
+#include <link.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "symtab.h"
 #include "vx.h"
 
 #define SITES_PROBE 64      /* bounded probing: a full table never stalls a hook */
@@ -166,17 +169,31 @@ size_t sites_copy(site_stat_t *out, size_t max, uint64_t *dropped) {
   return n;
 }
 
+/* The file of module lm (the main program: /proc/self/exe, as dladdr
+ * names it by argv[0], which need not be a path). */
+static const char *module_file(const struct link_map *lm, const Dl_info *di) {
+  return lm && lm->l_name && lm->l_name[0] ? lm->l_name : lm ? "/proc/self/exe" : di->dli_fname;
+}
+
 void sites_symbol(void *addr, char *buf, size_t len) {
   Dl_info di;
+  struct link_map *lm = NULL;
   /* addr is a return address: look up the call instruction before it */
-  if (!dladdr((char *)addr - 1, &di) || !di.dli_fname) {
+  if (!dladdr1((char *)addr - 1, &di, (void **)&lm, RTLD_DL_LINKMAP) || !di.dli_fname) {
     snprintf(buf, len, "%p", addr);
     return;
   }
   const char *mod = strrchr(di.dli_fname, '/');
   mod = mod ? mod + 1 : di.dli_fname;
   if (!mod[0]) mod = "?";
-  if (di.dli_sname && di.dli_saddr)
+  /* The module's own symbol table names its static functions too; the load
+   * bias is the link map's (0 for a non-PIE executable). */
+  char fn[192];
+  uint64_t off;
+  uintptr_t bias = lm ? (uintptr_t)lm->l_addr : (uintptr_t)di.dli_fbase;
+  if (!symtab_lookup(module_file(lm, &di), bias, (uintptr_t)addr - 1, fn, sizeof fn, &off))
+    snprintf(buf, len, "%s(%s+0x%llx)", mod, fn, (unsigned long long)off + 1);
+  else if (di.dli_sname && di.dli_saddr)
     snprintf(buf, len, "%s(%s+0x%lx)", mod, di.dli_sname,
              (unsigned long)((char *)addr - (char *)di.dli_saddr));
   else

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <libunwind.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -175,7 +176,8 @@ static const char *module_file(const struct link_map *lm, const Dl_info *di) {
   return lm && lm->l_name && lm->l_name[0] ? lm->l_name : lm ? "/proc/self/exe" : di->dli_fname;
 }
 
-void sites_symbol(void *addr, char *buf, size_t len) {
+/* The frame's text, computed: symbol tables, else dladdr. */
+static void symbolize(void *addr, char *buf, size_t len) {
   Dl_info di;
   struct link_map *lm = NULL;
   /* addr is a return address: look up the call instruction before it */
@@ -198,4 +200,34 @@ void sites_symbol(void *addr, char *buf, size_t len) {
              (unsigned long)((char *)addr - (char *)di.dli_saddr));
   else
     snprintf(buf, len, "%s+0x%lx", mod, (unsigned long)((char *)addr - (char *)di.dli_fbase));
+}
+
+/* Frames already named: every report rewrite names the same frames again,
+ * and a scan of a large .dynsym is not free.  Direct-mapped, fixed size;
+ * never waited for (a busy memo is skipped). */
+#define SYM_MEMO 512
+#define SYM_TEXT 256
+static struct {
+  void *addr;
+  char text[SYM_TEXT];
+} sym_memo[SYM_MEMO];
+static pthread_mutex_t sym_memo_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void sites_symbol(void *addr, char *buf, size_t len) {
+  char text[SYM_TEXT];
+  unsigned h = (unsigned)(((uintptr_t)addr * 0x9e3779b97f4a7c15ull) >> 40) % SYM_MEMO;
+  int hit = 0;
+  if (!pthread_mutex_trylock(&sym_memo_lock)) {
+    if ((hit = addr && sym_memo[h].addr == addr)) memcpy(text, sym_memo[h].text, sizeof text);
+    pthread_mutex_unlock(&sym_memo_lock);
+  }
+  if (!hit) {
+    symbolize(addr, text, sizeof text);
+    if (!pthread_mutex_trylock(&sym_memo_lock)) {
+      sym_memo[h].addr = addr;
+      memcpy(sym_memo[h].text, text, sizeof text);
+      pthread_mutex_unlock(&sym_memo_lock);
+    }
+  }
+  snprintf(buf, len, "%s", text);
 }

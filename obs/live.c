@@ -9,9 +9,10 @@
 #include "budget.h"
 #include "ctr.h"
 #include "options.h"
+#include "report.h"
 #include "stats_shm.h"
 
-/* Only the publisher thread runs this: no lock. */
+/* Only the publisher thread runs this, with no lock held. */
 static void refresh_limits(void) {
   static uint64_t shown[VX_MAX_DEVICES][VX_LIMIT_COUNT];
   uint64_t now[VX_MAX_DEVICES][VX_LIMIT_COUNT];
@@ -30,7 +31,13 @@ static void refresh_limits(void) {
   vx_stats_shm_set_limits(&now[0][0]);
 }
 
+/* Before each copy: what the segment shows besides vx's own counters. */
+static void before_copy(void) {
+  refresh_limits();
+  vx_report_demand_publish(); /* vx stat and vx top with or without a report */
+}
+
 void obs_live_start(void) {
-  vx_stats_shm_on_publish(refresh_limits);
+  vx_stats_shm_before_copy(before_copy);
   vx_stats_shm_publish(vx_ctr, VX_MAX_DEVICES);
 }

@@ -1,6 +1,7 @@
 /* The exit summary (VX_REPORT): command line, per device counters, the
  * timeline and the top allocation sites, as text or JSON (path ending in
- * .json).  Reads only vx's own state: no driver calls. */
+ * .json).  Reads vx's own state, and asks the driver only for the
+ * migrations it made on its own (where it reports them). */
 #include "report.h"
 
 #include <errno.h>
@@ -12,9 +13,11 @@
 #include <unistd.h>
 
 #include "budget.h"
+#include "ctr.h"
 #include "outfile.h"
 #include "registry.h"
 #include "sites.h"
+#include "stats_shm.h"
 #include "timeline.h"
 #include "driver.h"
 #include "ctr.h"
@@ -165,9 +168,32 @@ static void text_sites(struct report_out *o) {
  * driver has no entry point for it.  1 with *up and *down set, or 0: not
  * measured (never a zero that would read as "none"). */
 static int demand_migration(int d, uint64_t *up, uint64_t *down) {
+  static void *sym;     /* atomic: the entry point, once looked up */
+  static int looked_up; /* atomic */
+  if (!__atomic_load_n(&looked_up, __ATOMIC_ACQUIRE)) {
+    __atomic_store_n(&sym, vx_real_driver_sym("simcuda_demand_migration"), __ATOMIC_RELEASE);
+    __atomic_store_n(&looked_up, 1, __ATOMIC_RELEASE);
+  }
   int (*fn)(int, uint64_t *, uint64_t *);
-  *(void **)&fn = vx_real_driver_sym("simcuda_demand_migration");
+  *(void **)&fn = __atomic_load_n(&sym, __ATOMIC_ACQUIRE);
   return fn && fn(d, up, down) == 0;
+}
+
+/* The driver's own migrations into the live counters of the devices in
+ * use (demand_measured says whether they are known), for vx stat and vx
+ * top and the report's counters.  On the stats publisher's thread, and
+ * before each report, with no vx lock held: it calls the driver. */
+void vx_report_demand_publish(void) {
+  int ndev = ctr_devices();
+  for (int d = 0; d < ndev && d < VX_MAX_DEVICES; d++) {
+    uint64_t up = 0, down = 0;
+    int known = demand_migration(d, &up, &down);
+    if (known) {
+      __atomic_store_n(&vx_ctr[d].v[VX_CTR_demand_up_bytes], up, __ATOMIC_RELAXED);
+      __atomic_store_n(&vx_ctr[d].v[VX_CTR_demand_down_bytes], down, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&vx_ctr[d].v[VX_CTR_demand_measured], (uint64_t)known, __ATOMIC_RELAXED);
+  }
 }
 
 // ---- the two formats ----
@@ -296,6 +322,7 @@ static int write_into(int fd, int json) {
   o.fd = fd;
   o.used = 0;
   o.err = 0;
+  vx_report_demand_publish(); /* the counters say what the report's demand lines say */
   int ndev = ctr_devices();
   ctr_snapshot(c, ndev);
   if (json)

@@ -12,5 +12,9 @@ void vx_report_refresh(void);
 /* At start-up: says at once when the report could not be written. */
 void vx_report_init(void);
 void vx_report_atfork_child(void);
+/* The driver's own migrations (where it reports them) into the live
+ * counters: demand_up_bytes, demand_down_bytes, demand_measured.  Calls the
+ * driver: no vx lock may be held. */
+void vx_report_demand_publish(void);
 
 #endif

@@ -1,13 +1,17 @@
 /* Allocation sites (VX_SITES=1): libunwind stacks hashed into a fixed
- * open-addressing table (no lock, no malloc), symbolised with dladdr. */
+ * open-addressing table (no lock, no malloc), symbolised at report time from
+ * the modules' symbol tables (symtab.c), dladdr where those say nothing. */
 #include "sites.h"
 
 #include <dlfcn.h>
 #include <libunwind.h>
+#include <link.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "options.h"
+#include "symtab.h"
 
 #define SITES_PROBE 64      /* bounded probing: a full table never stalls a hook */
 #define PTRS_MAX (1u << 16) /* allocations whose site is remembered for the free */
@@ -166,19 +170,64 @@ size_t sites_copy(site_stat_t *out, size_t max, uint64_t *dropped) {
   return n;
 }
 
-void sites_symbol(void *addr, char *buf, size_t len) {
+/* The file of module lm (the main program: /proc/self/exe, as dladdr
+ * names it by argv[0], which need not be a path). */
+static const char *module_file(const struct link_map *lm, const Dl_info *di) {
+  return lm && lm->l_name && lm->l_name[0] ? lm->l_name : lm ? "/proc/self/exe" : di->dli_fname;
+}
+
+/* The frame's text, computed: symbol tables, else dladdr. */
+static void symbolize(void *addr, char *buf, size_t len) {
   Dl_info di;
+  struct link_map *lm = NULL;
   /* addr is a return address: look up the call instruction before it */
-  if (!dladdr((char *)addr - 1, &di) || !di.dli_fname) {
+  if (!dladdr1((char *)addr - 1, &di, (void **)&lm, RTLD_DL_LINKMAP) || !di.dli_fname) {
     snprintf(buf, len, "%p", addr);
     return;
   }
   const char *mod = strrchr(di.dli_fname, '/');
   mod = mod ? mod + 1 : di.dli_fname;
   if (!mod[0]) mod = "?";
-  if (di.dli_sname && di.dli_saddr)
+  /* The module's own symbol table names its static functions too; the load
+   * bias is the link map's (0 for a non-PIE executable). */
+  char fn[192];
+  uint64_t off;
+  uintptr_t bias = lm ? (uintptr_t)lm->l_addr : (uintptr_t)di.dli_fbase;
+  if (!symtab_lookup(module_file(lm, &di), bias, (uintptr_t)addr - 1, fn, sizeof fn, &off))
+    snprintf(buf, len, "%s(%s+0x%llx)", mod, fn, (unsigned long long)off + 1);
+  else if (di.dli_sname && di.dli_saddr)
     snprintf(buf, len, "%s(%s+0x%lx)", mod, di.dli_sname,
              (unsigned long)((char *)addr - (char *)di.dli_saddr));
   else
     snprintf(buf, len, "%s+0x%lx", mod, (unsigned long)((char *)addr - (char *)di.dli_fbase));
+}
+
+/* Frames already named: every report rewrite names the same frames again,
+ * and a scan of a large .dynsym is not free.  Direct-mapped, fixed size;
+ * never waited for (a busy memo is skipped). */
+#define SYM_MEMO 512
+#define SYM_TEXT 256
+static struct {
+  void *addr;
+  char text[SYM_TEXT];
+} sym_memo[SYM_MEMO];
+static pthread_mutex_t sym_memo_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void sites_symbol(void *addr, char *buf, size_t len) {
+  char text[SYM_TEXT];
+  unsigned h = (unsigned)(((uintptr_t)addr * 0x9e3779b97f4a7c15ull) >> 40) % SYM_MEMO;
+  int hit = 0;
+  if (!pthread_mutex_trylock(&sym_memo_lock)) {
+    if ((hit = addr && sym_memo[h].addr == addr)) memcpy(text, sym_memo[h].text, sizeof text);
+    pthread_mutex_unlock(&sym_memo_lock);
+  }
+  if (!hit) {
+    symbolize(addr, text, sizeof text);
+    if (!pthread_mutex_trylock(&sym_memo_lock)) {
+      sym_memo[h].addr = addr;
+      memcpy(sym_memo[h].text, text, sizeof text);
+      pthread_mutex_unlock(&sym_memo_lock);
+    }
+  }
+  snprintf(buf, len, "%s", text);
 }

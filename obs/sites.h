@@ -30,7 +30,10 @@ void sites_forget(const vx_alloc_info_t *a);
 /* Copies every recorded site into out (at most max), unsorted; returns how
  * many.  *dropped = allocations whose stack did not fit the table. */
 size_t sites_copy(site_stat_t *out, size_t max, uint64_t *dropped);
-/* "module(func+0x12)" or "module+0x1234" for a return address (dladdr). */
+/* "module(func+0x12)" for a return address, the function found in the
+ * module's symbol table (static functions too: symtab.h), else in its
+ * dynamic symbols (dladdr); "module+0x1234" when neither names it.  Maps
+ * files: report time only, never on a hook path. */
 void sites_symbol(void *addr, char *buf, size_t len);
 
 #endif

@@ -241,15 +241,15 @@ static int p_running, p_stop;
 static pthread_mutex_t p_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t p_cv;
 
-static void (*p_refresh)(void);
+static void (*p_before)(void); /* atomic: vx_stats_shm_before_copy */
 
-void vx_stats_shm_on_publish(void (*fn)(void)) {
-  __atomic_store_n(&p_refresh, fn, __ATOMIC_RELEASE);
+void vx_stats_shm_before_copy(void (*fn)(void)) {
+  __atomic_store_n(&p_before, fn, __ATOMIC_RELEASE);
 }
 
 static void publish_copy(void) {
-  void (*refresh)(void) = __atomic_load_n(&p_refresh, __ATOMIC_ACQUIRE);
-  if (refresh) refresh();
+  void (*before)(void) = __atomic_load_n(&p_before, __ATOMIC_ACQUIRE);
+  if (before) before(); /* with no lock held: it may ask the driver */
   for (size_t i = 0; i < p_n; i++)
     __atomic_store_n(&p_dst[i], __atomic_load_n(&p_live[i], __ATOMIC_RELAXED), __ATOMIC_RELAXED);
   vx_stats_shm_heartbeat();

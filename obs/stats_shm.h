@@ -71,9 +71,10 @@ uint64_t *vx_stats_shm_create(int ndev, const uint64_t *limits, char *err, size_
  * or -errno (segment or thread failed; nothing is left behind). */
 #define VX_STATS_PERIOD_MS 200
 int vx_stats_shm_publish(const void *live, int ndev);
-/* fn runs on the publisher thread before each copy (NULL: none): where the
- * library refreshes what it publishes besides the counters (the limits). */
-void vx_stats_shm_on_publish(void (*fn)(void));
+/* fn runs on the publisher thread before each copy, with no lock held
+ * (it may call the driver: report.c refreshes the driver's own migration
+ * counters there).  NULL removes it.  Set it before vx_stats_shm_publish. */
+void vx_stats_shm_before_copy(void (*fn)(void));
 /* Overwrites the limits (ndev x VX_LIMIT_COUNT).  No-op without a segment. */
 void vx_stats_shm_set_limits(const uint64_t *limits);
 /* Stamps heartbeat_ns with the current time.  Async-signal-safe, lock-free. */

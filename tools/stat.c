@@ -44,6 +44,39 @@ static int counts_bytes(unsigned i) {
   return strstr(vx_counter_name((int)i), "bytes") != NULL;
 }
 
+/* 1 if the driver's own migrations of device d are known (an older
+ * writer, without the counter, reads as not measured). */
+static int demand_known(const vx_stats_view_t *v, unsigned d) {
+  return VX_STATS_demand_measured < ncounters(v) && vx_stats_get(v, d, VX_STATS_demand_measured);
+}
+
+/* Counter i is one of the driver's own migrations, not measured on d. */
+static int demand_unknown(const vx_stats_view_t *v, unsigned d, unsigned i) {
+  return (i == VX_STATS_demand_up_bytes || i == VX_STATS_demand_down_bytes) && !demand_known(v, d);
+}
+
+/* Average rate of counter i since the process started, as "1.5G/s". */
+static char *avg_rate(const vx_stats_view_t *v, unsigned d, unsigned i, char *buf, size_t len) {
+  char b[16];
+  double s = age_s(v->hdr.start_ns), x = (double)vx_stats_get(v, d, i);
+  snprintf(buf, len, "%s/s", vx_fmt_bytes(s > 0.001 ? (uint64_t)(x / s) : 0, b, sizeof b));
+  return buf;
+}
+
+/* vx's own traffic and the driver's, as rates since the start. */
+static void text_rates(const vx_stats_view_t *v, unsigned d) {
+  char u[24], w[24];
+  printf("  device %u traffic, average since start: up %s down %s (vx's own)\n", d,
+         avg_rate(v, d, VX_STATS_bytes_up, u, sizeof u),
+         avg_rate(v, d, VX_STATS_bytes_down, w, sizeof w));
+  if (demand_known(v, d))
+    printf("  device %u demand migrations, average since start: up %s down %s (the driver's own)\n",
+           d, avg_rate(v, d, VX_STATS_demand_up_bytes, u, sizeof u),
+           avg_rate(v, d, VX_STATS_demand_down_bytes, w, sizeof w));
+  else
+    printf("  device %u demand migrations: not measured (the driver does not report them)\n", d);
+}
+
 static void text_device(const vx_stats_view_t *v, unsigned d) {
   char b[32];
   printf("  device %u limits:", d);
@@ -52,8 +85,13 @@ static void text_device(const vx_stats_view_t *v, unsigned d) {
     printf(" %s %s", limit_names[l], x ? vx_fmt_bytes(x, b, sizeof b) : "none");
   }
   printf("\n");
+  text_rates(v, d);
   for (unsigned i = 0; i < ncounters(v); i++) {
     uint64_t x = vx_stats_get(v, d, i);
+    if (demand_unknown(v, d, i)) {
+      printf("    %-24s %20s\n", vx_counter_name((int)i), "not measured");
+      continue;
+    }
     printf("    %-24s %20llu", vx_counter_name((int)i), (unsigned long long)x);
     if (counts_bytes(i) && x >= 1024) printf("  (%s)", vx_fmt_bytes(x, b, sizeof b));
     printf("\n");
@@ -77,7 +115,9 @@ static void json_device(const vx_stats_view_t *v, unsigned d, int first) {
   for (unsigned l = 0; l < VX_LIMIT_COUNT; l++)
     printf("%s\"%s\":%llu", l ? "," : "", limit_names[l],
            (unsigned long long)vx_stats_limit(v, d, l));
-  printf("},\"counters\":{");
+  printf("},");
+  if (!demand_known(v, d)) printf("\"demand_migrations\":\"not measured\",");
+  printf("\"counters\":{");
   for (unsigned i = 0; i < ncounters(v); i++)
     printf("%s\"%s\":%llu", i ? "," : "", vx_counter_name((int)i),
            (unsigned long long)vx_stats_get(v, d, i));
@@ -129,7 +169,8 @@ static void print_prom(const struct stat_ctx *c) {
       const vx_stats_view_t *v = &c->views[k];
       if ((unsigned)i >= ncounters(v)) continue;
       for (unsigned d = 0; d < v->hdr.ndev; d++) {
-        if (!vx_stats_dev_active(v, d)) continue;
+        /* not measured: no sample, rather than a zero that reads as none */
+        if (!vx_stats_dev_active(v, d) || demand_unknown(v, d, (unsigned)i)) continue;
         printf("vx_%s%s", name, sum ? "_total" : "");
         prom_labels(v, d);
         printf("} %llu\n", (unsigned long long)vx_stats_get(v, d, (unsigned)i));

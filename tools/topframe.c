@@ -14,10 +14,11 @@
 #include "stats_shm.h"
 
 /* Counters whose rates are shown. */
-enum { R_UP, R_DOWN, R_NVR, R_NVW, R_LAUNCH, R_N };
-static const unsigned rate_idx[R_N] = {VX_STATS_bytes_up, VX_STATS_bytes_down,
-                                       VX_STATS_nvme_read_bytes, VX_STATS_nvme_write_bytes,
-                                       VX_STATS_launches};
+enum { R_UP, R_DOWN, R_NVR, R_NVW, R_LAUNCH, R_DUP, R_DDOWN, R_N };
+static const unsigned rate_idx[R_N] = {VX_STATS_bytes_up,         VX_STATS_bytes_down,
+                                       VX_STATS_nvme_read_bytes,  VX_STATS_nvme_write_bytes,
+                                       VX_STATS_launches,         VX_STATS_demand_up_bytes,
+                                       VX_STATS_demand_down_bytes};
 
 struct prev {
   pid_t pid;
@@ -75,6 +76,34 @@ static void emit(vx_top_state_t *st, const char *fmt, ...) {
   fprintf(st->out, "%.*s\n", (int)n, line);
 }
 
+/* first (NULL: an indent), then the fields, one space apart; a field that
+ * would pass the width starts the next line, indented (trailing padding may
+ * pass it: emit drops it), so a number is never cut.  At 80 columns each
+ * group is one line. */
+static void emit_fields(vx_top_state_t *st, const char *first, const char *const *f, int n) {
+  char line[512];
+  size_t ind = st->width < 40 ? 2 : 6, len;
+  memset(line, ' ', ind);
+  line[ind] = 0;
+  if (first) snprintf(line, sizeof line, "%s", first);
+  len = strlen(line);
+  for (int i = 0; i < n; i++) {
+    size_t shown = strlen(f[i]), start = len;
+    while (shown && f[i][shown - 1] == ' ')
+      shown--;
+    while (start > ind && line[start - 1] == ' ')
+      start--;
+    if (start > ind && len + 1 + shown > (size_t)st->width) {
+      emit(st, "%s", line);
+      memset(line, ' ', ind);
+      line[len = ind] = 0;
+    }
+    len += (size_t)snprintf(line + len, sizeof line - len, "%s%s", len > ind ? " " : "", f[i]);
+    if (len >= sizeof line) len = sizeof line - 1;
+  }
+  emit(st, "%s", line);
+}
+
 static char *bar(uint64_t used, uint64_t limit, char *buf) {
   int w = 20, fill = 0;
   if (limit) fill = used >= limit ? w : (int)((double)used / (double)limit * w + 0.5);
@@ -115,44 +144,62 @@ static struct prev *find_prev(vx_top_state_t *st, pid_t pid, uint64_t start_ns) 
   return p;
 }
 
-/* On a terminal too narrow for the bar, the bar goes, never a number. */
+/* On a terminal too narrow for the bar, the bar goes, never a number; the
+ * extra fields that do not fit go to the next line. */
 static void tier_line(vx_top_state_t *st, const char *lead, const char *name, uint64_t used,
-                      uint64_t limit, const char *extra) {
-  char b1[24], b2[16], b3[16];
+                      uint64_t limit, const char *const *extra, int nextra) {
+  char b1[24], b2[16], b3[16], first[128];
   snprintf(b2, sizeof b2, "%s", limit ? vx_fmt_bytes(limit, b3, sizeof b3) : "-");
   if (st->width < 70)
-    emit(st, "%-6s%-7s%6s/%-6s %s", lead, name, vx_fmt_bytes(used, b3, sizeof b3), b2, extra);
+    snprintf(first, sizeof first, "%-6s%-7s%6s/%-6s", lead, name, vx_fmt_bytes(used, b3, sizeof b3),
+             b2);
   else
-    emit(st, "%-6s%-7s[%s] %6s/%-6s %s", lead, name, bar(used, limit, b1),
-         vx_fmt_bytes(used, b3, sizeof b3), b2, extra);
+    snprintf(first, sizeof first, "%-6s%-7s[%s] %6s/%-6s", lead, name, bar(used, limit, b1),
+             vx_fmt_bytes(used, b3, sizeof b3), b2);
+  emit_fields(st, first, extra, nextra);
 }
 
 static void device_lines(vx_top_state_t *st, const vx_stats_view_t *v, unsigned d,
                          const double *r) {
-  char lead[16], ex[64], a[16], b[16], c[16], e[16];
+  char lead[16], a[16], b[16], c[16], e[16], f[4][48];
 #define G(name) vx_stats_get(v, d, VX_STATS_##name)
   snprintf(lead, sizeof lead, " gpu%u", d);
-  snprintf(ex, sizeof ex, "managed %s  vmm %s", vx_fmt_bytes(G(managed_bytes), a, sizeof a),
-           vx_fmt_bytes(G(vmm_bytes), b, sizeof b));
+  snprintf(f[0], sizeof f[0], "managed %s ", vx_fmt_bytes(G(managed_bytes), a, sizeof a));
+  snprintf(f[1], sizeof f[1], "vmm %s", vx_fmt_bytes(G(vmm_bytes), b, sizeof b));
   tier_line(st, lead, "device", G(native_bytes) + G(vmm_bytes),
-            vx_stats_limit(v, d, VX_LIMIT_DEVICE), ex);
-  snprintf(ex, sizeof ex, "pinned %s", vx_fmt_bytes(G(host_pinned_bytes), a, sizeof a));
+            vx_stats_limit(v, d, VX_LIMIT_DEVICE), (const char *const[]){f[0], f[1]}, 2);
+  snprintf(f[0], sizeof f[0], "pinned %s", vx_fmt_bytes(G(host_pinned_bytes), a, sizeof a));
   /* What VX_HOST_LIMIT limits, as the report's partition counts it: the
    * static tier, or the NVMe tier's host-held bytes (which cover it). */
   uint64_t host = G(host_tier_bytes) > G(host_held_bytes) ? G(host_tier_bytes) : G(host_held_bytes);
-  tier_line(st, "", "host", host, vx_stats_limit(v, d, VX_LIMIT_HOST), ex);
-  tier_line(st, "", "nvme", G(nvme_bytes), vx_stats_limit(v, d, VX_LIMIT_NVME), "");
+  tier_line(st, "", "host", host, vx_stats_limit(v, d, VX_LIMIT_HOST), (const char *const[]){f[0]},
+            1);
+  tier_line(st, "", "nvme", G(nvme_bytes), vx_stats_limit(v, d, VX_LIMIT_NVME), NULL, 0);
   uint64_t hits = G(prefetch_hits), tries = hits + G(prefetch_misses);
   if (tries)
     snprintf(e, sizeof e, "%.1f%%", 100.0 * (double)hits / (double)tries);
   else
     snprintf(e, sizeof e, "-");
-  emit(st, "      up %-9s down %-9s prefetch hit %-6s faults avoided %s",
-       rate(r[R_UP], a, sizeof a), rate(r[R_DOWN], b, sizeof b), e,
-       count(G(faults_avoided), c, sizeof c));
-  emit(st, "      nvme read %-9s write %-9s launches %s/s  alloc failures %s",
-       rate(r[R_NVR], a, sizeof a), rate(r[R_NVW], b, sizeof b),
-       count((uint64_t)r[R_LAUNCH], c, sizeof c), count(G(alloc_failures), e, sizeof e));
+  snprintf(f[0], sizeof f[0], "up %-9s", rate(r[R_UP], a, sizeof a));
+  snprintf(f[1], sizeof f[1], "down %-9s", rate(r[R_DOWN], a, sizeof a));
+  snprintf(f[2], sizeof f[2], "prefetch hit %-6s", e);
+  snprintf(f[3], sizeof f[3], "faults avoided %s", count(G(faults_avoided), c, sizeof c));
+  emit_fields(st, NULL, (const char *const[]){f[0], f[1], f[2], f[3]}, 4);
+  /* The driver's own migrations beside vx's, where the driver reports them. */
+  if (G(demand_measured)) {
+    snprintf(f[0], sizeof f[0], "demand up %-9s", rate(r[R_DUP], a, sizeof a));
+    snprintf(f[1], sizeof f[1], "down %-9s", rate(r[R_DDOWN], a, sizeof a));
+    emit_fields(st, NULL, (const char *const[]){f[0], f[1], "(the driver's own)"}, 3);
+  } else {
+    static const char *const unknown[] = {"demand migrations", "not measured",
+                                          "(the driver does not report them)"};
+    emit_fields(st, NULL, unknown, 3);
+  }
+  snprintf(f[0], sizeof f[0], "nvme read %-9s", rate(r[R_NVR], a, sizeof a));
+  snprintf(f[1], sizeof f[1], "write %-9s", rate(r[R_NVW], a, sizeof a));
+  snprintf(f[2], sizeof f[2], "launches %s/s ", count((uint64_t)r[R_LAUNCH], c, sizeof c));
+  snprintf(f[3], sizeof f[3], "alloc failures %s", count(G(alloc_failures), b, sizeof b));
+  emit_fields(st, NULL, (const char *const[]){f[0], f[1], f[2], f[3]}, 4);
 #undef G
 }
 

@@ -21,6 +21,9 @@ static void fill(uint64_t *c, int ndev, uint64_t *limits) {
     row[VX_STATS_native_bytes] = 6 * GiB / (uint64_t)(d + 1);
     row[VX_STATS_host_tier_bytes] = 4 * GiB;
     row[VX_STATS_nvme_bytes] = 16 * GiB;
+    /* CLI_SEG_NO_DEMAND=1: as under a driver that does not report its own
+     * migrations (NVIDIA's) */
+    if (getenv("CLI_SEG_NO_DEMAND")) row[VX_STATS_demand_measured] = 0;
     limits[d * VX_LIMIT_COUNT + VX_LIMIT_DEVICE] = 8 * GiB;
     limits[d * VX_LIMIT_COUNT + VX_LIMIT_HOST] = 16 * GiB;
     limits[d * VX_LIMIT_COUNT + VX_LIMIT_NVME] = 64 * GiB;
@@ -34,7 +37,8 @@ static void on_term(int sig) {
 }
 
 /* usage: cli_seg NDEV [tick]: prints "ready PID", then (with tick) adds
- * 100 MiB to bytes_up every 10 ms until stdin reaches EOF or SIGTERM. */
+ * 100 MiB to bytes_up and 50 MiB to demand_up_bytes every 10 ms until stdin
+ * reaches EOF or SIGTERM. */
 int main(int argc, char **argv) {
   int ndev = argc > 1 ? atoi(argv[1]) : 1, tick = argc > 2 && !strcmp(argv[2], "tick");
   uint64_t limits[VX_STATS_MAX_DEV * VX_LIMIT_COUNT] = {0};
@@ -57,6 +61,7 @@ int main(int argc, char **argv) {
     char b[64];
     if (select(1, &fds, NULL, NULL, &tv) > 0 && read(0, b, sizeof b) <= 0) break;
     if (tick) __atomic_fetch_add(&c[VX_STATS_bytes_up], 100u << 20, __ATOMIC_RELAXED);
+    if (tick) __atomic_fetch_add(&c[VX_STATS_demand_up_bytes], 50u << 20, __ATOMIC_RELAXED);
     vx_stats_shm_heartbeat();
   }
   vx_stats_shm_destroy();

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """cli_test.py: scenario tests of the vx command-line tool, one per argument
-(run, env, stat, top, pty, pty_narrow, pty_rows, report, doctor, usage, man, e2e, install, deb).
+(run, env, stat, stat_demand, top, pty, pty_narrow, pty_rows, report, doctor, usage, man, e2e, install, deb).
 Exit 0 = pass, 1 = fail, 77 = skip (with the reason on stderr)."""
 import glob
 import json
@@ -205,9 +205,10 @@ GiB = 1 << 30
 class Seg:
     """cli_seg: a live segment with known values; closing stdin ends it."""
 
-    def __init__(self, ndev=2, *extra):
+    def __init__(self, ndev=2, *extra, env=None):
         self.p = subprocess.Popen([helper("cli_seg"), str(ndev), *extra], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
+                                  stdout=subprocess.PIPE, text=True,
+                                  env=dict(os.environ, **(env or {})))
         line = self.p.stdout.readline()
         check(line.startswith("ready "), f"cli_seg: {line!r}")
         self.pid = int(line.split()[1])
@@ -248,6 +249,8 @@ def test_stat():
         r = vx("stat", str(seg.pid))
         check(r.returncode == 0 and "native_bytes" in r.stdout and "(6.0G)" in r.stdout
               and "device 1 limits: device 8.0G host 16G nvme 64G" in r.stdout, r.stdout)
+        check(re.search(r"^  device 1 demand migrations, average since start: up \S+/s down \S+/s "
+                        r"\(the driver's own\)$", r.stdout, re.M), r.stdout)
         # the Prometheus text format: each metric's HELP and TYPE once, then its samples
         r = vx("stat", str(seg.pid), "--prometheus")
         check(r.returncode == 0 and r.stderr == "", f"prometheus: {r}")
@@ -286,6 +289,19 @@ def test_stat():
         check(cmd.endswith("x\ufffd\u00e9\u0001"), f"cmdline escaped: {cmd!r}")
         r = vx("top", "--once", str(seg.pid))
         check(f"PID {seg.pid} " in r.stdout and "x???" in r.stdout, "top shows unprintables as ?")
+    finally:
+        seg.close()
+    # a driver that does not report its own migrations: "not measured", never a zero
+    seg = Seg(1, env={"CLI_SEG_NO_DEMAND": "1"})
+    try:
+        r = vx("stat", str(seg.pid))
+        check("  device 0 demand migrations: not measured (the driver does not report them)\n" in r.stdout
+              and re.search(r"^    demand_up_bytes +not measured$", r.stdout, re.M), r.stdout)
+        dev = json.loads(vx("stat", str(seg.pid), "--json").stdout)["processes"][0]["devices"][0]
+        check(dev.get("demand_migrations") == "not measured", f"{dev}")
+        r = vx("stat", str(seg.pid), "--prometheus")
+        check("# TYPE vx_demand_up_bytes_total counter" in r.stdout
+              and not re.search(r"^vx_demand_(up|down)_bytes_total\{", r.stdout, re.M), "no sample, not 0")
     finally:
         seg.close()
     # a dead process's segment is removed; a corrupt or foreign one does not crash
@@ -348,7 +364,10 @@ def test_top():
         check(block[1].startswith("      host   [#####...............]   4.0G/16G"), block[1])
         check(block[2].startswith("      nvme   [#####...............]    16G/64G"), block[2])
         check("prefetch hit" in block[3] and "faults avoided" in block[3], block[3])
-        check(block[5].startswith(" gpu1 device [########............]   3.0G/8.0G"), block[5])
+        # the driver's own migrations beside vx's (cli_seg: measured)
+        check(re.match(r"      demand up \S+/s +down \S+/s +\(the driver's own\)$", block[4]), block[4])
+        check(block[5].startswith("      nvme read "), block[5])
+        check(block[6].startswith(" gpu1 device [########............]   3.0G/8.0G"), block[6])
         names = counter_names()
         hits = expected(0, names.index("prefetch_hits"), "prefetch_hits")
         misses = expected(0, names.index("prefetch_misses"), "prefetch_misses")
@@ -391,28 +410,55 @@ def test_pty():
             up = last[mine[0] + 4]
             m = re.match(r"\s+up (\S+)/s", up)
             check(m and m.group(1) not in ("0", "0.0"), f"up rate should be live: {up!r}")
+            demand = last[mine[0] + 5]
+            m = re.match(r"\s+demand up (\S+)/s", demand)
+            check(m and m.group(1) not in ("0", "0.0"), f"demand rate should be live: {demand!r}")
     finally:
         seg.close()
+
+
+def pty_frame(seg, cols):
+    """The last frame of `vx top PID` on a pseudo-terminal of cols columns that shows seg."""
+    out = os.path.join(tempfile.mkdtemp(), "tty")
+    env = dict(os.environ, CLI_PTY_COLS=str(cols))
+    r = subprocess.run([helper("cli_pty"), out, "2", "q", VX, "top", str(seg.pid), "--interval", "0.2"],
+                       capture_output=True, text=True, timeout=30, env=env)
+    check(r.returncode == 0, f"{r.stdout} {r.stderr}")
+    text = open(out, encoding="utf-8", errors="replace").read()
+    frames = [visible(f) for f in text.split("\x1b[H\x1b[2J")[1:]]
+    shown = [f for f in frames if any(l.startswith(f"PID {seg.pid} ") for l in f)]
+    check(shown, f"our process in no frame: {frames}")
+    return shown[-1]
 
 
 def test_pty_narrow():
     """A 50-column terminal: the bars go, every number stays whole."""
     seg = Seg(1)
     try:
-        out = os.path.join(tempfile.mkdtemp(), "tty")
-        r = subprocess.run([helper("cli_pty"), out, "2", "q", VX, "top", str(seg.pid), "--interval", "0.2"],
-                           capture_output=True, text=True, timeout=30,
-                           env=dict(os.environ, CLI_PTY_COLS="50"))
-        check(r.returncode == 0, f"{r.stdout} {r.stderr}")
-        text = open(out, encoding="utf-8", errors="replace").read()
-        frames = [visible(f) for f in text.split("\x1b[H\x1b[2J")[1:]]
-        shown = [f for f in frames if any(l.startswith(f"PID {seg.pid} ") for l in f)]
-        check(shown, f"our process in no frame: {frames}")
-        f = shown[-1]
+        f = pty_frame(seg, 50)
         for l in f:
             check(len(l) <= 50, f"line of {len(l)} columns: {l!r}")
         check(any(re.match(r" gpu0 device\s+6\.0G/8\.0G ", l) for l in f), f"device line: {f}")
         check(any(re.match(r"\s+host\s+4\.0G/16G", l) for l in f), f"host line: {f}")
+        # the rate lines wrap between fields: every figure whole, on some line
+        names = counter_names()
+        avoided = expected(0, names.index("faults_avoided"), "faults_avoided")
+        fails = expected(0, names.index("alloc_failures"), "alloc_failures")
+        check(any(l.strip() == f"faults avoided {avoided}" or l.endswith(f" faults avoided {avoided}")
+                  for l in f), f"faults avoided cut: {f}")
+        check(any(l.endswith(f"alloc failures {fails}") for l in f), f"alloc failures cut: {f}")
+        check(any(re.match(r"\s+demand up \S+/s +down \S+/s$", l) for l in f), f"demand rates: {f}")
+    finally:
+        seg.close()
+    # a driver that does not report its own migrations: said, not a zero
+    seg = Seg(1, env={"CLI_SEG_NO_DEMAND": "1"})
+    try:
+        for cols in (80, 40):
+            f = pty_frame(seg, cols)
+            for l in f:
+                check(len(l) <= cols, f"line of {len(l)} columns at {cols}: {l!r}")
+            body = " ".join(l.strip() for l in f)
+            check("demand migrations not measured" in body and "demand up" not in body, f"{cols}: {f}")
     finally:
         seg.close()
 
@@ -722,6 +768,52 @@ def test_e2e():
         r = vx("report", report, "--svg", os.path.join(tmp, "r.svg"))
         check(r.returncode == 0, f"report of a real run: {r.stderr}")
         xml.dom.minidom.parse(os.path.join(tmp, "r.svg"))
+
+
+def test_stat_demand():
+    """#14: a program whose pages fault on the simulator: vx stat and vx top
+    show the driver's own migrations, measured and nonzero, beside vx's."""
+    need_libvx()
+    if not os.path.exists(helper("cli_faulter")):
+        raise Skip("cli_faulter is not built (no tests/kit)")
+    # 6 x 16 MiB over a 32 MiB device, 8 MiB of it vx's budget: the rest is
+    # managed and faults in (and is evicted) at every round of kernels
+    env = preload_env({"SIMCUDA_VRAM": "32M", "VX_RESERVE": "0", "VX_MOVABLE": "0"})
+    p = subprocess.Popen([VX, "run", "--device-limit", "8M", "--", helper("cli_faulter"), "6", "16"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    line = p.stdout.readline()
+    check(line.startswith("ready "), f"cli_faulter under vx: {line!r}, exit {p.poll()}")
+    pid = int(line.split()[1])
+    try:
+        dev = {}
+        for _ in range(100):  # the publisher refreshes them every 200 ms
+            r = vx("stat", str(pid), "--json")
+            check(r.returncode == 0, f"vx stat: {r.stderr}")
+            dev = json.loads(r.stdout)["processes"][0]["devices"][0]
+            c = dev["counters"]
+            if c["demand_measured"] == 1 and c["demand_up_bytes"] > 0 and c["demand_down_bytes"] > 0:
+                break
+            time.sleep(0.1)
+        c = dev["counters"]
+        check("demand_migrations" not in dev and c["demand_measured"] == 1, f"not measured: {dev}")
+        check(c["demand_up_bytes"] > 0 and c["demand_down_bytes"] > 0, f"no demand migrations: {c}")
+        r = vx("stat", str(pid))
+        m = re.search(r"^  device 0 demand migrations, average since start: up (\S+)/s down (\S+)/s "
+                      r"\(the driver's own\)$", r.stdout, re.M)
+        check(m and m.group(1) != "0", f"vx stat's demand line: {r.stdout}")
+        check(re.search(r"^  device 0 traffic, average since start: up \S+/s down \S+/s \(vx's own\)$",
+                        r.stdout, re.M), f"vx stat's traffic line: {r.stdout}")
+        r = vx("stat", str(pid), "--prometheus")
+        m = re.search(r'^vx_demand_up_bytes_total\{pid="%d",device="0",[^}]*\} (\d+)$' % pid, r.stdout, re.M)
+        check(m and int(m.group(1)) > 0, f"prometheus demand: {r.stdout[-600:]}")
+        r = vx("top", "--once", str(pid))
+        m = re.search(r"^\s+demand up (\S+)/s +down (\S+)/s +\(the driver's own\)$", r.stdout, re.M)
+        check(m and m.group(1) != "0", f"vx top's demand line: {r.stdout}")
+        check_width(r.stdout)
+    finally:
+        p.stdin.close()
+        rc = p.wait(timeout=60)
+    check(rc == 0, f"cli_faulter exit {rc}")
 
 
 # ---- install and package ----

@@ -6,7 +6,9 @@ Modes: sites (VX_SITES=1, JSON + SVG), nosites (no VX_SITES: no sites),
 text (the text report's sites section), fork (a forked child without a CUDA
 call writes none; one with a call writes its own
 report: inherited samples and sites, no sampler thread; the parent's goes on),
-nvme (an NVMe run: every timeline sample a partition, native + managed + host +
+static (report_static: a static function, named from the program's own
+symbol table in the JSON and text reports, vx report's summary, SVG and folded
+stacks), nvme (an NVMe run: every timeline sample a partition, native + managed + host +
 nvme == live, bytes in the swap counted there only)."""
 import json
 import os
@@ -190,11 +192,45 @@ def mode_fork(app, vx, tmp):
     expect_site(site_of(child, BETA), 2, 16 * MB, 16 * MB)  # the child freed nothing
 
 
+def mode_static(app, vx, tmp):
+    # #14: a function that is not exported (dladdr cannot name it) is named
+    # from the program's symbol table, as a PIE and at a fixed address alike.
+    fn, mod = "report_static_site", os.path.basename(app)
+    run_app(app, tmp, {"VX_SITES": "1", "VX_REPORT": "out.json"})
+    j = load(os.path.join(tmp, "out.json"))
+    sites = [s for s in j.get("sites", []) if s["stack"][0].startswith("%s(%s+0x" % (mod, fn))]
+    check(len(sites) == 1, "no site names %s(%s+0x...) first: %r" % (mod, fn, j.get("sites")))
+    check(sites[0]["count"] == 2 and sites[0]["bytes_spilled"] == 8 * MB, "site %r" % sites[0])
+    check(any(f.startswith("%s(main+0x" % mod) for f in sites[0]["stack"]),
+          "its caller is not named main: %r" % sites[0]["stack"])
+    r = subprocess.run([vx, "report", os.path.join(tmp, "out.json")], capture_output=True, text=True,
+                       timeout=30)
+    check(r.returncode == 0 and "%s(%s+0x" % (mod, fn) in r.stdout, "vx report: %r" % r.stdout)
+    folded = os.path.join(tmp, "out.folded")
+    r = subprocess.run([vx, "report", os.path.join(tmp, "out.json"), "--folded", folded,
+                        "--svg", os.path.join(tmp, "out.svg")], capture_output=True, text=True,
+                       timeout=30)
+    check(r.returncode == 0, "vx report --folded --svg: %s" % r.stderr)
+    with open(folded) as f:
+        lines = f.read().splitlines()
+    check(any(re.search(r";%s\(%s\+0x[0-9a-f]+\) %d$" % (re.escape(mod), fn, 8 * MB), l)
+              for l in lines), "folded stacks: %r" % lines)
+    dom = xml.dom.minidom.parse(os.path.join(tmp, "out.svg"))
+    texts = " ".join(n.data for n in dom.getElementsByTagName("*") for n in n.childNodes
+                     if n.nodeType == n.TEXT_NODE)
+    check("%s(%s+0x" % (mod, fn) in texts, "the SVG does not name %s" % fn)
+    run_app(app, tmp, {"VX_SITES": "1", "VX_REPORT": "out.txt"})
+    with open(os.path.join(tmp, "out.txt")) as f:
+        part = f.read().partition("top allocation sites")[2]
+    check(re.search(r"^      %s\(%s\+0x[0-9a-f]+\)$" % (re.escape(mod), fn), part, re.M),
+          "the text report does not name %s:\n%s" % (fn, part))
+
+
 def main():
     mode, app, vx = sys.argv[1], os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3])
     with tempfile.TemporaryDirectory(prefix="vx-report-") as tmp:
         {"sites": mode_sites, "nosites": mode_nosites, "text": mode_text,
-         "fork": mode_fork, "nvme": mode_nvme}[mode](app, vx, tmp)
+         "fork": mode_fork, "nvme": mode_nvme, "static": mode_static}[mode](app, vx, tmp)
     print("report_%s: ok" % mode)
 
 

@@ -18,12 +18,12 @@ static const struct {
   const char *name;
   int family;
 } real_names[VX_ID_COUNT] = {
-#define VX_HOOK(fam, name, base, ret, params) {#name, VX_FAMILY_##fam},
+#define VX_HOOK(fam, name, stream, base, ret, params) {#name, VX_FAMILY_##fam},
 #define VX_REAL(fam, name, ret, params)
 #include "hooks.def"
 #undef VX_HOOK
 #undef VX_REAL
-#define VX_HOOK(fam, name, base, ret, params)
+#define VX_HOOK(fam, name, stream, base, ret, params)
 #define VX_REAL(fam, name, ret, params) {#name, VX_FAMILY_##fam},
 #include "hooks.def"
 #undef VX_HOOK

@@ -14,16 +14,17 @@ struct async_req {
   size_t size;
   CUmemoryPool pool;
   CUstream stream;
-  int ptsz;
+  int hook; /* VX_ID_cuMemAllocAsync, ..._ptsz, VX_ID_cuMemAllocFromPoolAsync... */
 };
 
 static CUresult native_alloc_async(CUdeviceptr *dptr, void *ctx) {
   struct async_req *q = ctx;
   if (q->pool)
-    return q->ptsz ? VX_CALL(cuMemAllocFromPoolAsync_ptsz, dptr, q->size, q->pool, q->stream)
-                   : VX_CALL(cuMemAllocFromPoolAsync, dptr, q->size, q->pool, q->stream);
-  return q->ptsz ? VX_CALL(cuMemAllocAsync_ptsz, dptr, q->size, q->stream)
-                 : VX_CALL(cuMemAllocAsync, dptr, q->size, q->stream);
+    return vx_hook_ptds(q->hook)
+               ? VX_CALL(cuMemAllocFromPoolAsync_ptsz, dptr, q->size, q->pool, q->stream)
+               : VX_CALL(cuMemAllocFromPoolAsync, dptr, q->size, q->pool, q->stream);
+  return vx_hook_ptds(q->hook) ? VX_CALL(cuMemAllocAsync_ptsz, dptr, q->size, q->stream)
+                               : VX_CALL(cuMemAllocAsync, dptr, q->size, q->stream);
 }
 
 struct pitch_req {
@@ -94,7 +95,7 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 
 static CUresult alloc_async(CUdeviceptr *dptr, struct async_req *q) {
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-  CUstream s = q->ptsz && !q->stream ? CU_STREAM_PER_THREAD : q->stream;
+  CUstream s = vx_hook_stream(q->hook, q->stream);
   /* Inside a capture the allocation is a graph node, not memory: pass it. */
   if (VX_CALL(cuStreamIsCapturing, s, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE)
     return native_alloc_async(dptr, q);
@@ -104,27 +105,30 @@ static CUresult alloc_async(CUdeviceptr *dptr, struct async_req *q) {
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
   VX_ENTER(on);
   if (!on) return VX_CALL(cuMemAllocAsync, dptr, bytesize, hStream);
-  return alloc_async(dptr, &(struct async_req){bytesize, NULL, hStream, 0});
+  return alloc_async(dptr, &(struct async_req){bytesize, NULL, hStream, VX_ID_cuMemAllocAsync});
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
   VX_ENTER(on);
   if (!on) return VX_CALL(cuMemAllocAsync_ptsz, dptr, bytesize, hStream);
-  return alloc_async(dptr, &(struct async_req){bytesize, NULL, hStream, 1});
+  return alloc_async(dptr,
+                     &(struct async_req){bytesize, NULL, hStream, VX_ID_cuMemAllocAsync_ptsz});
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                  CUstream hStream) {
   VX_ENTER(on);
   if (!on || !pool) return VX_CALL(cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream);
-  return alloc_async(dptr, &(struct async_req){bytesize, pool, hStream, 0});
+  return alloc_async(dptr,
+                     &(struct async_req){bytesize, pool, hStream, VX_ID_cuMemAllocFromPoolAsync});
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream hStream) {
   VX_ENTER(on);
   if (!on || !pool) return VX_CALL(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream);
-  return alloc_async(dptr, &(struct async_req){bytesize, pool, hStream, 1});
+  return alloc_async(
+      dptr, &(struct async_req){bytesize, pool, hStream, VX_ID_cuMemAllocFromPoolAsync_ptsz});
 }
 
 static CUresult real_free_async(CUdeviceptr p, CUstream s) {
@@ -138,7 +142,7 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
   VX_ENTER(on);
   if (!on) return VX_CALL(cuMemFreeAsync, dptr, hStream);
   vx_alloc_info_t a;
-  CUresult r = place_free_async(dptr, hStream, 0, real_free_async, &a);
+  CUresult r = place_free_async(dptr, hStream, VX_HOOK_PTDS(cuMemFreeAsync), real_free_async, &a);
   return freed(r, &a);
 }
 
@@ -146,7 +150,8 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
   VX_ENTER(on);
   if (!on) return VX_CALL(cuMemFreeAsync_ptsz, dptr, hStream);
   vx_alloc_info_t a;
-  CUresult r = place_free_async(dptr, hStream, 1, real_free_async_ptsz, &a);
+  CUresult r =
+      place_free_async(dptr, hStream, VX_HOOK_PTDS(cuMemFreeAsync_ptsz), real_free_async_ptsz, &a);
   return freed(r, &a);
 }
 

@@ -241,11 +241,6 @@ int rp_min_traffic(const rp_trace_t *t, uint64_t capacity, uint64_t *up, uint64_
   return r;
 }
 
-uint64_t rp_min_bytes(const rp_trace_t *t, uint64_t capacity) {
-  uint64_t up = 0, down = 0;
-  return rp_min_traffic(t, capacity, &up, &down) < 0 ? 0 : up;
-}
-
 /* A lower bound on every policy's total time in this model: compute cannot go
  * faster than with infinite memory, and each copy engine (the link is full
  * duplex) must carry at least MIN's transfers in its direction. */

@@ -184,8 +184,7 @@ int spill_chunks(CUdeviceptr base, uint32_t first, uint32_t count) {
   return rc;
 }
 
-void spill_forget(CUdeviceptr base, size_t size) {
-  (void)size;
+void spill_forget(CUdeviceptr base) {
   if (!spill_armed()) return;
   pthread_mutex_lock(&spill_g.mu);
   spill_rec_t *r = spill_rec_find_locked(base);

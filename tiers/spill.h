@@ -33,9 +33,9 @@ CUresult spill_make_resident(CUdeviceptr p, size_t n, CUstream s);
  * lock held. */
 int spill_chunks(CUdeviceptr base, uint32_t first, uint32_t count);
 
-/* The allocation [base, base+size) is being freed: its slots are released,
+/* The allocation at base is being freed: its slots are released,
  * nothing is written back.  Call before the memory is returned to the driver. */
-void spill_forget(CUdeviceptr base, size_t size);
+void spill_forget(CUdeviceptr base);
 
 // ---- chunk tracking and restore ----
 

@@ -70,7 +70,7 @@ void spill_pins_release(void);
  * call, one relaxed load when nothing is left in the swap. */
 CUresult spill_unseen_launch(void);
 
-// ---- frees (issue 13, h13-order) ----
+// ---- frees ----
 
 /* The allocation at base is about to be given to the driver's free: its
  * record (residency, swap slots) is set aside, so that no lookup finds it

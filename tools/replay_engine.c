@@ -303,7 +303,7 @@ static int future(void *ctx, uint32_t k, pol_launch_t *out) {
  * stay within the device budget less the room kept for movable data
  * (VX_MOVABLE: 50% under predict, none otherwise), managed past it.  The
  * replay models what the live library does: native bytes never move and
- * take the policy's room (issue 11: demand is native-first live). */
+ * take the policy's room (demand is native-first live). */
 #define LIVE_NATIVE_MAX (1ull << 20)
 #define LIVE_STATIC_MIN (64ull << 20)
 #define LIVE_MOVABLE_PCT 50

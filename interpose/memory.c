@@ -102,58 +102,43 @@ static CUresult alloc_async(CUdeviceptr *dptr, struct async_req *q) {
   return placed(dptr, q->size, native_alloc_async, q);
 }
 
-CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-  VX_ENTER(on);
-  if (!on) return VX_CALL(cuMemAllocAsync, dptr, bytesize, hStream);
-  return alloc_async(dptr, &(struct async_req){bytesize, NULL, hStream, VX_ID_cuMemAllocAsync});
-}
+/* The stream-ordered hooks, each made for the plain entry point and its
+ * _ptsz variant: hooks.def's stream column tells alloc_async and
+ * place_free_async which one was called. */
+#define ALLOC_ASYNC_HOOK(name)                                                                     \
+  CUresult name(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {                            \
+    VX_ENTER(on);                                                                                  \
+    if (!on) return VX_CALL(name, dptr, bytesize, hStream);                                        \
+    return alloc_async(dptr, &(struct async_req){bytesize, NULL, hStream, VX_ID_##name});          \
+  }
 
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-  VX_ENTER(on);
-  if (!on) return VX_CALL(cuMemAllocAsync_ptsz, dptr, bytesize, hStream);
-  return alloc_async(dptr,
-                     &(struct async_req){bytesize, NULL, hStream, VX_ID_cuMemAllocAsync_ptsz});
-}
+ALLOC_ASYNC_HOOK(cuMemAllocAsync)
+ALLOC_ASYNC_HOOK(cuMemAllocAsync_ptsz)
 
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                 CUstream hStream) {
-  VX_ENTER(on);
-  if (!on || !pool) return VX_CALL(cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream);
-  return alloc_async(dptr,
-                     &(struct async_req){bytesize, pool, hStream, VX_ID_cuMemAllocFromPoolAsync});
-}
+#define ALLOC_POOL_HOOK(name)                                                                      \
+  CUresult name(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {         \
+    VX_ENTER(on);                                                                                  \
+    if (!on || !pool) return VX_CALL(name, dptr, bytesize, pool, hStream);                         \
+    return alloc_async(dptr, &(struct async_req){bytesize, pool, hStream, VX_ID_##name});          \
+  }
 
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                      CUstream hStream) {
-  VX_ENTER(on);
-  if (!on || !pool) return VX_CALL(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream);
-  return alloc_async(
-      dptr, &(struct async_req){bytesize, pool, hStream, VX_ID_cuMemAllocFromPoolAsync_ptsz});
-}
+ALLOC_POOL_HOOK(cuMemAllocFromPoolAsync)
+ALLOC_POOL_HOOK(cuMemAllocFromPoolAsync_ptsz)
 
-static CUresult real_free_async(CUdeviceptr p, CUstream s) {
-  return VX_CALL(cuMemFreeAsync, p, s);
-}
-static CUresult real_free_async_ptsz(CUdeviceptr p, CUstream s) {
-  return VX_CALL(cuMemFreeAsync_ptsz, p, s);
-}
+#define FREE_ASYNC_HOOK(name)                                                                      \
+  static CUresult real_##name(CUdeviceptr p, CUstream s) {                                         \
+    return VX_CALL(name, p, s);                                                                    \
+  }                                                                                                \
+  CUresult name(CUdeviceptr dptr, CUstream hStream) {                                              \
+    VX_ENTER(on);                                                                                  \
+    if (!on) return VX_CALL(name, dptr, hStream);                                                  \
+    vx_alloc_info_t a;                                                                             \
+    CUresult r = place_free_async(dptr, hStream, VX_HOOK_PTDS(name), real_##name, &a);             \
+    return freed(r, &a);                                                                           \
+  }
 
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
-  VX_ENTER(on);
-  if (!on) return VX_CALL(cuMemFreeAsync, dptr, hStream);
-  vx_alloc_info_t a;
-  CUresult r = place_free_async(dptr, hStream, VX_HOOK_PTDS(cuMemFreeAsync), real_free_async, &a);
-  return freed(r, &a);
-}
-
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
-  VX_ENTER(on);
-  if (!on) return VX_CALL(cuMemFreeAsync_ptsz, dptr, hStream);
-  vx_alloc_info_t a;
-  CUresult r =
-      place_free_async(dptr, hStream, VX_HOOK_PTDS(cuMemFreeAsync_ptsz), real_free_async_ptsz, &a);
-  return freed(r, &a);
-}
+FREE_ASYNC_HOOK(cuMemFreeAsync)
+FREE_ASYNC_HOOK(cuMemFreeAsync_ptsz)
 
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {
   VX_ENTER(on);

@@ -11,7 +11,8 @@
 #include "driver.h"
 #include "log.h"
 
-int spill_any(void) {
+/* Nonzero when some chunk is in the swap file right now (one relaxed load). */
+static int spill_any(void) {
   return __atomic_load_n(&spill_g.any, __ATOMIC_RELAXED) != 0;
 }
 

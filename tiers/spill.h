@@ -14,10 +14,6 @@
 int spill_init(void);
 void spill_fini(void);
 
-/* Nonzero when some chunk is in the swap file right now: one relaxed atomic
- * load, so the launch and copy hooks can skip everything else when 0. */
-int spill_any(void);
-
 /* Makes [p, p+n) readable by work enqueued on stream s after this returns:
  * every spilled chunk in the range is read back (checksum verified) and
  * copied into managed memory.  Returns CUDA_SUCCESS, or the error the

@@ -102,9 +102,6 @@ int vx_real_nvml_init(void);
 /* libc's dlsym (never vx's hook); NULL only if glibc has none. */
 typedef void *(*vx_dlsym_fn)(void *, const char *);
 vx_dlsym_fn vx_real_dlsym(void);
-/* Handle of the loaded libcuda.so.1 / libnvidia-ml.so.1, or NULL. */
-void *vx_real_cuda_handle(void);
-void *vx_real_nvml_handle(void);
 
 /* Calls a real CUDA entry point, or returns CUDA_ERROR_NOT_SUPPORTED when
  * the driver lacks it (or could not be loaded). */

@@ -67,20 +67,13 @@ static void nvml_init_once(void) {
 int vx_real_init(void) {
   if (!vx_real_dlsym()) return -ENOSYS;
   pthread_once(&cuda_once, cuda_init_once);
-  return vx_real_cuda_handle() ? 0 : -ENOENT;
+  return __atomic_load_n(&cuda_handle, __ATOMIC_ACQUIRE) ? 0 : -ENOENT;
 }
 
 int vx_real_nvml_init(void) {
   if (!vx_real_dlsym()) return -ENOSYS;
   pthread_once(&nvml_once, nvml_init_once);
-  return vx_real_nvml_handle() ? 0 : -ENOENT;
-}
-
-void *vx_real_cuda_handle(void) {
-  return __atomic_load_n(&cuda_handle, __ATOMIC_ACQUIRE);
-}
-void *vx_real_nvml_handle(void) {
-  return __atomic_load_n(&nvml_handle, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&nvml_handle, __ATOMIC_ACQUIRE) ? 0 : -ENOENT;
 }
 
 const char *vx_cu_err(CUresult r, char buf[VX_CU_ERR_TEXT]) {

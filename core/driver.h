@@ -51,14 +51,14 @@ enum { VX_FAMILY_DL, VX_FAMILY_CU, VX_FAMILY_NVML };
 
 /* Ids: hooks first (0 .. VX_HOOK_COUNT-1), then the entry points vx only calls. */
 enum vx_hook_id {
-#define VX_HOOK(fam, name, base, ret, params) VX_ID_##name,
+#define VX_HOOK(fam, name, stream, base, ret, params) VX_ID_##name,
 #define VX_REAL(fam, name, ret, params)
 #include "hooks.def"
 #undef VX_HOOK
 #undef VX_REAL
   VX_HOOK_COUNT,
   VX_ID_REAL_FIRST_ = VX_HOOK_COUNT - 1,
-#define VX_HOOK(fam, name, base, ret, params)
+#define VX_HOOK(fam, name, stream, base, ret, params)
 #define VX_REAL(fam, name, ret, params) VX_ID_##name,
 #include "hooks.def"
 #undef VX_HOOK
@@ -66,11 +66,27 @@ enum vx_hook_id {
   VX_ID_COUNT
 };
 
-#define VX_HOOK(fam, name, base, ret, params) typedef ret(*vx_pfn_##name) params;
+#define VX_HOOK(fam, name, stream, base, ret, params) typedef ret(*vx_pfn_##name) params;
 #define VX_REAL(fam, name, ret, params) typedef ret(*vx_pfn_##name) params;
 #include "hooks.def"
 #undef VX_HOOK
 #undef VX_REAL
+
+/* Whether a hook is a per-thread-default-stream variant (hooks.def's stream
+ * column): VX_HOOK_PTDS(name) is 1 for a PTDS row (its NULL stream is
+ * CU_STREAM_PER_THREAD), 0 for a LEGACY one, at compile time;
+ * VX_HOOK_STREAM(name, s) is the stream the call means.  By id:
+ * interpose/hooks.h's vx_hook_ptds. */
+enum { VX_STREAM_LEGACY = 0, VX_STREAM_PTDS = 1 };
+enum vx_hook_ptds {
+#define VX_HOOK(fam, name, stream, base, ret, params) VX_PTDS_##name = VX_STREAM_##stream,
+#define VX_REAL(fam, name, ret, params)
+#include "hooks.def"
+#undef VX_HOOK
+#undef VX_REAL
+};
+#define VX_HOOK_PTDS(name) ((int)VX_PTDS_##name)
+#define VX_HOOK_STREAM(name, s) (VX_HOOK_PTDS(name) && !(s) ? CU_STREAM_PER_THREAD : (s))
 
 /* The real entry points, by id.  CU entries are filled once by
  * vx_real_init() (pthread_once), NVML ones by vx_real_nvml_init(); an entry
@@ -86,9 +102,6 @@ int vx_real_nvml_init(void);
 /* libc's dlsym (never vx's hook); NULL only if glibc has none. */
 typedef void *(*vx_dlsym_fn)(void *, const char *);
 vx_dlsym_fn vx_real_dlsym(void);
-/* Handle of the loaded libcuda.so.1 / libnvidia-ml.so.1, or NULL. */
-void *vx_real_cuda_handle(void);
-void *vx_real_nvml_handle(void);
 
 /* Calls a real CUDA entry point, or returns CUDA_ERROR_NOT_SUPPORTED when
  * the driver lacks it (or could not be loaded). */

@@ -18,12 +18,12 @@ static const struct {
   const char *name;
   int family;
 } real_names[VX_ID_COUNT] = {
-#define VX_HOOK(fam, name, base, ret, params) {#name, VX_FAMILY_##fam},
+#define VX_HOOK(fam, name, stream, base, ret, params) {#name, VX_FAMILY_##fam},
 #define VX_REAL(fam, name, ret, params)
 #include "hooks.def"
 #undef VX_HOOK
 #undef VX_REAL
-#define VX_HOOK(fam, name, base, ret, params)
+#define VX_HOOK(fam, name, stream, base, ret, params)
 #define VX_REAL(fam, name, ret, params) {#name, VX_FAMILY_##fam},
 #include "hooks.def"
 #undef VX_HOOK
@@ -67,20 +67,13 @@ static void nvml_init_once(void) {
 int vx_real_init(void) {
   if (!vx_real_dlsym()) return -ENOSYS;
   pthread_once(&cuda_once, cuda_init_once);
-  return vx_real_cuda_handle() ? 0 : -ENOENT;
+  return __atomic_load_n(&cuda_handle, __ATOMIC_ACQUIRE) ? 0 : -ENOENT;
 }
 
 int vx_real_nvml_init(void) {
   if (!vx_real_dlsym()) return -ENOSYS;
   pthread_once(&nvml_once, nvml_init_once);
-  return vx_real_nvml_handle() ? 0 : -ENOENT;
-}
-
-void *vx_real_cuda_handle(void) {
-  return __atomic_load_n(&cuda_handle, __ATOMIC_ACQUIRE);
-}
-void *vx_real_nvml_handle(void) {
-  return __atomic_load_n(&nvml_handle, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&nvml_handle, __ATOMIC_ACQUIRE) ? 0 : -ENOENT;
 }
 
 const char *vx_cu_err(CUresult r, char buf[VX_CU_ERR_TEXT]) {

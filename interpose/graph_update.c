@@ -59,7 +59,7 @@ CUresult cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *err_node,
   return r;
 }
 
-/* The memset and memcpy nodes of an exec (issue #13): their new ranges
+/* The memset and memcpy nodes of an exec: their new ranges
  * replace the old ones, as for kernel nodes. */
 CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec e, CUgraphNode node,
                                         const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx) {

@@ -1,5 +1,5 @@
-/* Tables generated from hooks.def: names, base names, families and vx's
- * hook addresses, plus the lookups dlsym and cuGetProcAddress use. */
+/* Tables generated from hooks.def: names, base names, families, stream
+ * variants and vx's hook addresses, plus the lookups dlsym and cuGetProcAddress use. */
 #include "hooks.h"
 
 #include <string.h>
@@ -9,7 +9,15 @@ static const struct {
   int family;
   void *fn;
 } hook_table[VX_HOOK_COUNT] = {
-#define VX_HOOK(fam, name, base, ret, params) {#name, base, VX_FAMILY_##fam, (void *)&name},
+#define VX_HOOK(fam, name, stream, base, ret, params) {#name, base, VX_FAMILY_##fam, (void *)&name},
+#define VX_REAL(fam, name, ret, params)
+#include "hooks.def"
+#undef VX_HOOK
+#undef VX_REAL
+};
+
+const unsigned char vx_hook_ptds_v[VX_HOOK_COUNT] = {
+#define VX_HOOK(fam, name, stream, base, ret, params) VX_HOOK_PTDS(name),
 #define VX_REAL(fam, name, ret, params)
 #include "hooks.def"
 #undef VX_HOOK

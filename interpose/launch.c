@@ -23,16 +23,8 @@ void vx_set_launch_observer(vx_launch_observer_fn fn) {
 
 // ---- vx's observer ----
 
-/* A per-thread-default-stream variant of a launch hook (its NULL stream is
- * CU_STREAM_PER_THREAD). */
-static inline int hook_ptsz(int id) {
-  return id == VX_ID_cuLaunchKernel_ptsz || id == VX_ID_cuLaunchKernelEx_ptsz ||
-         id == VX_ID_cuLaunchCooperativeKernel_ptsz || id == VX_ID_cuGraphLaunch_ptsz;
-}
-#define PTSZ(name) hook_ptsz(VX_ID_##name)
-
 static CUstream launch_stream(const vx_launch_t *l) {
-  return hook_ptsz(l->hook) && !l->stream ? CU_STREAM_PER_THREAD : l->stream;
+  return vx_hook_stream(l->hook, l->stream);
 }
 
 /* 1 capturing, 0 not, -1 the query failed (the legacy stream during
@@ -225,11 +217,10 @@ CUresult vx_launch_predict(const vx_launch_t *l) {
  * the spill tier's pins on them lapse: the work is enqueued, so a later
  * spill's snapshot orders after it.  (Pins that outlived the launch kept
  * a hot allocation out of every spill, and the host limit unenforced.) */
-static inline CUresult launched(int on, int ptsz, CUstream s, CUresult r) {
+static inline CUresult launched(int on, CUstream s, CUresult r) {
   if (on) {
     exec_launched(r);
-    spill_order_enqueued(ptsz && !s ? CU_STREAM_PER_THREAD : s,
-                         r == CUDA_SUCCESS ? SPILL_ORDER_STREAM : SPILL_ORDER_NONE);
+    spill_order_enqueued(s, r == CUDA_SUCCESS ? SPILL_ORDER_STREAM : SPILL_ORDER_NONE);
     spill_pins_release();
   }
   return r;
@@ -252,7 +243,7 @@ static inline CUresult observe(const vx_launch_t *l, int counter) {
       CUresult r = observe(&l, VX_CTR_launches);                                                   \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
-    return launched(on, PTSZ(name), s,                                                             \
+    return launched(on, VX_HOOK_STREAM(name, s),                                                   \
                     VX_CALL(name, f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));            \
   }
 
@@ -272,7 +263,7 @@ VX_LAUNCH_HOOK(cuLaunchKernel_ptsz)
       CUresult r = observe(&l, VX_CTR_launches);                                                   \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
-    return launched(on, PTSZ(name), config ? config->hStream : NULL,                               \
+    return launched(on, VX_HOOK_STREAM(name, config ? config->hStream : NULL),                     \
                     VX_CALL(name, config, f, params, extra));                                      \
   }
 
@@ -288,7 +279,7 @@ VX_LAUNCH_EX_HOOK(cuLaunchKernelEx_ptsz)
       CUresult r = observe(&l, VX_CTR_launches);                                                   \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
-    return launched(on, PTSZ(name), s,                                                             \
+    return launched(on, VX_HOOK_STREAM(name, s),                                                   \
                     VX_CALL(name, f, gx, gy, gz, bx, by, bz, shmem, s, params));                   \
   }
 
@@ -303,7 +294,7 @@ VX_LAUNCH_COOP_HOOK(cuLaunchCooperativeKernel_ptsz)
       CUresult r = observe(&l, VX_CTR_graph_launches);                                             \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
-    return launched(on, PTSZ(name), s, VX_CALL(name, g, s));                                       \
+    return launched(on, VX_HOOK_STREAM(name, s), VX_CALL(name, g, s));                             \
   }
 
 VX_GRAPH_HOOK(cuGraphLaunch)

@@ -14,16 +14,17 @@ struct async_req {
   size_t size;
   CUmemoryPool pool;
   CUstream stream;
-  int ptsz;
+  int hook; /* VX_ID_cuMemAllocAsync, ..._ptsz, VX_ID_cuMemAllocFromPoolAsync... */
 };
 
 static CUresult native_alloc_async(CUdeviceptr *dptr, void *ctx) {
   struct async_req *q = ctx;
   if (q->pool)
-    return q->ptsz ? VX_CALL(cuMemAllocFromPoolAsync_ptsz, dptr, q->size, q->pool, q->stream)
-                   : VX_CALL(cuMemAllocFromPoolAsync, dptr, q->size, q->pool, q->stream);
-  return q->ptsz ? VX_CALL(cuMemAllocAsync_ptsz, dptr, q->size, q->stream)
-                 : VX_CALL(cuMemAllocAsync, dptr, q->size, q->stream);
+    return vx_hook_ptds(q->hook)
+               ? VX_CALL(cuMemAllocFromPoolAsync_ptsz, dptr, q->size, q->pool, q->stream)
+               : VX_CALL(cuMemAllocFromPoolAsync, dptr, q->size, q->pool, q->stream);
+  return vx_hook_ptds(q->hook) ? VX_CALL(cuMemAllocAsync_ptsz, dptr, q->size, q->stream)
+                               : VX_CALL(cuMemAllocAsync, dptr, q->size, q->stream);
 }
 
 struct pitch_req {
@@ -94,61 +95,50 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 
 static CUresult alloc_async(CUdeviceptr *dptr, struct async_req *q) {
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-  CUstream s = q->ptsz && !q->stream ? CU_STREAM_PER_THREAD : q->stream;
+  CUstream s = vx_hook_stream(q->hook, q->stream);
   /* Inside a capture the allocation is a graph node, not memory: pass it. */
   if (VX_CALL(cuStreamIsCapturing, s, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE)
     return native_alloc_async(dptr, q);
   return placed(dptr, q->size, native_alloc_async, q);
 }
 
-CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-  VX_ENTER(on);
-  if (!on) return VX_CALL(cuMemAllocAsync, dptr, bytesize, hStream);
-  return alloc_async(dptr, &(struct async_req){bytesize, NULL, hStream, 0});
-}
+/* The stream-ordered hooks, each made for the plain entry point and its
+ * _ptsz variant: hooks.def's stream column tells alloc_async and
+ * place_free_async which one was called. */
+#define ALLOC_ASYNC_HOOK(name)                                                                     \
+  CUresult name(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {                            \
+    VX_ENTER(on);                                                                                  \
+    if (!on) return VX_CALL(name, dptr, bytesize, hStream);                                        \
+    return alloc_async(dptr, &(struct async_req){bytesize, NULL, hStream, VX_ID_##name});          \
+  }
 
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-  VX_ENTER(on);
-  if (!on) return VX_CALL(cuMemAllocAsync_ptsz, dptr, bytesize, hStream);
-  return alloc_async(dptr, &(struct async_req){bytesize, NULL, hStream, 1});
-}
+ALLOC_ASYNC_HOOK(cuMemAllocAsync)
+ALLOC_ASYNC_HOOK(cuMemAllocAsync_ptsz)
 
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                 CUstream hStream) {
-  VX_ENTER(on);
-  if (!on || !pool) return VX_CALL(cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream);
-  return alloc_async(dptr, &(struct async_req){bytesize, pool, hStream, 0});
-}
+#define ALLOC_POOL_HOOK(name)                                                                      \
+  CUresult name(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {         \
+    VX_ENTER(on);                                                                                  \
+    if (!on || !pool) return VX_CALL(name, dptr, bytesize, pool, hStream);                         \
+    return alloc_async(dptr, &(struct async_req){bytesize, pool, hStream, VX_ID_##name});          \
+  }
 
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                      CUstream hStream) {
-  VX_ENTER(on);
-  if (!on || !pool) return VX_CALL(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream);
-  return alloc_async(dptr, &(struct async_req){bytesize, pool, hStream, 1});
-}
+ALLOC_POOL_HOOK(cuMemAllocFromPoolAsync)
+ALLOC_POOL_HOOK(cuMemAllocFromPoolAsync_ptsz)
 
-static CUresult real_free_async(CUdeviceptr p, CUstream s) {
-  return VX_CALL(cuMemFreeAsync, p, s);
-}
-static CUresult real_free_async_ptsz(CUdeviceptr p, CUstream s) {
-  return VX_CALL(cuMemFreeAsync_ptsz, p, s);
-}
+#define FREE_ASYNC_HOOK(name)                                                                      \
+  static CUresult real_##name(CUdeviceptr p, CUstream s) {                                         \
+    return VX_CALL(name, p, s);                                                                    \
+  }                                                                                                \
+  CUresult name(CUdeviceptr dptr, CUstream hStream) {                                              \
+    VX_ENTER(on);                                                                                  \
+    if (!on) return VX_CALL(name, dptr, hStream);                                                  \
+    vx_alloc_info_t a;                                                                             \
+    CUresult r = place_free_async(dptr, hStream, VX_HOOK_PTDS(name), real_##name, &a);             \
+    return freed(r, &a);                                                                           \
+  }
 
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
-  VX_ENTER(on);
-  if (!on) return VX_CALL(cuMemFreeAsync, dptr, hStream);
-  vx_alloc_info_t a;
-  CUresult r = place_free_async(dptr, hStream, 0, real_free_async, &a);
-  return freed(r, &a);
-}
-
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
-  VX_ENTER(on);
-  if (!on) return VX_CALL(cuMemFreeAsync_ptsz, dptr, hStream);
-  vx_alloc_info_t a;
-  CUresult r = place_free_async(dptr, hStream, 1, real_free_async_ptsz, &a);
-  return freed(r, &a);
-}
+FREE_ASYNC_HOOK(cuMemFreeAsync)
+FREE_ASYNC_HOOK(cuMemFreeAsync_ptsz)
 
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {
   VX_ENTER(on);

@@ -12,22 +12,26 @@ static CUresult began(int on, CUresult r, CUstream s, int ptsz) {
 
 CUresult cuStreamBeginCapture(CUstream hStream) {
   VX_ENTER(on);
-  return began(on, VX_CALL(cuStreamBeginCapture, hStream), hStream, 0);
+  return began(on, VX_CALL(cuStreamBeginCapture, hStream), hStream,
+               VX_HOOK_PTDS(cuStreamBeginCapture));
 }
 
 CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
   VX_ENTER(on);
-  return began(on, VX_CALL(cuStreamBeginCapture_ptsz, hStream), hStream, 1);
+  return began(on, VX_CALL(cuStreamBeginCapture_ptsz, hStream), hStream,
+               VX_HOOK_PTDS(cuStreamBeginCapture_ptsz));
 }
 
 CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
   VX_ENTER(on);
-  return began(on, VX_CALL(cuStreamBeginCapture_v2, hStream, mode), hStream, 0);
+  return began(on, VX_CALL(cuStreamBeginCapture_v2, hStream, mode), hStream,
+               VX_HOOK_PTDS(cuStreamBeginCapture_v2));
 }
 
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
   VX_ENTER(on);
-  return began(on, VX_CALL(cuStreamBeginCapture_v2_ptsz, hStream, mode), hStream, 1);
+  return began(on, VX_CALL(cuStreamBeginCapture_v2_ptsz, hStream, mode), hStream,
+               VX_HOOK_PTDS(cuStreamBeginCapture_v2_ptsz));
 }
 
 CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
@@ -37,7 +41,7 @@ CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
   VX_ENTER(on);
   CUresult r = VX_CALL(cuStreamBeginCaptureToGraph, hStream, hGraph, dependencies, dependencyData,
                        numDependencies, mode);
-  return began(on, r, hStream, 0);
+  return began(on, r, hStream, VX_HOOK_PTDS(cuStreamBeginCaptureToGraph));
 }
 
 CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
@@ -47,19 +51,19 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
   VX_ENTER(on);
   CUresult r = VX_CALL(cuStreamBeginCaptureToGraph_ptsz, hStream, hGraph, dependencies,
                        dependencyData, numDependencies, mode);
-  return began(on, r, hStream, 1);
+  return began(on, r, hStream, VX_HOOK_PTDS(cuStreamBeginCaptureToGraph_ptsz));
 }
 
 CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
   VX_ENTER(on);
   CUresult r = VX_CALL(cuStreamEndCapture, hStream, phGraph);
-  if (on) vx_capture_ended(hStream, 0, r);
+  if (on) vx_capture_ended(hStream, VX_HOOK_PTDS(cuStreamEndCapture), r);
   return r;
 }
 
 CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) {
   VX_ENTER(on);
   CUresult r = VX_CALL(cuStreamEndCapture_ptsz, hStream, phGraph);
-  if (on) vx_capture_ended(hStream, 1, r);
+  if (on) vx_capture_ended(hStream, VX_HOOK_PTDS(cuStreamEndCapture_ptsz), r);
   return r;
 }

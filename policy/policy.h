@@ -12,7 +12,7 @@ extern "C" {
 
 /* A pol_t is one device's policy.  It is not thread-safe: the caller
  * serialises every call on one pol_t (libvx holds the device's policy lock,
- * ex_dev_t.lock in tiers/exec.c; the replay tool is single-threaded).  Time
+ * ex_dev[i].lock in tiers/exec.c; the replay tool is single-threaded).  Time
  * is whatever monotonic nanoseconds the caller passes as `now`; the policy
  * never reads a clock.
  *

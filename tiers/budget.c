@@ -66,11 +66,6 @@ static uint64_t physical_less_reserve(uint64_t physical, const vx_options_t *o) 
   return physical - budget_headroom(physical, &o->RESERVE);
 }
 
-uint64_t budget_usable(int dev) {
-  struct budget *b = budget_of(dev);
-  return b && budget_ready(dev) ? __atomic_load_n(&b->usable, __ATOMIC_RELAXED) : 0;
-}
-
 /* Provisional limit: VX_DEVICE_LIMIT for this device (bytes or % of
  * physical), else physical minus VX_RESERVE. */
 static uint64_t budget_resolve(int dev, uint64_t physical, const vx_options_t *o) {
@@ -286,10 +281,6 @@ static uint64_t sub_sat(uint64_t *v, uint64_t n) {
   } while (
       !__atomic_compare_exchange_n(v, &cur, cur - take, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
   return take;
-}
-
-int budget_try_charge(int dev, uint64_t n) {
-  return budget_try_charge_below(dev, n, 0);
 }
 
 int budget_try_charge_below(int dev, uint64_t n, uint64_t keep) {

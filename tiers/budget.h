@@ -25,11 +25,6 @@ int budget_device_init(int dev, uint64_t physical, const vx_options_t *o);
 int budget_ready(int dev);
 uint64_t budget_limit(int dev);
 uint64_t budget_physical(int dev);
-/* What native and managed data together may occupy on the device: free at
- * first context use plus what vx processes hold there, less VX_RESERVE (the
- * reserve capped at a sixteenth of the device); physical minus VX_RESERVE
- * until then.  0 when the device is not initialised. */
-uint64_t budget_usable(int dev);
 uint64_t budget_used(int dev);
 
 /* Native bytes this process could still charge on dev now: its limit less
@@ -37,12 +32,10 @@ uint64_t budget_used(int dev);
  * live vx process's share (this one's included) is taken: what
  * cuMemGetInfo reports free under VX_REPORT_MEMORY=limit (interpose/meminfo.c). */
 uint64_t budget_room(int dev);
-/* Charges n bytes if they fit under the limit and the shared ledger grants
+/* Charges n bytes if they fit under the limit less `keep` (the residency
+ * manager's room for movable data, place.c) and the shared ledger grants
  * them (other live vx processes' shares leave room): returns 1 (charged)
  * or 0 (nothing charged: the allocation goes to managed memory). */
-int budget_try_charge(int dev, uint64_t n);
-/* The same, leaving `keep` bytes of the limit uncharged (the residency
- * manager's room for movable data, place.c). */
 int budget_try_charge_below(int dev, uint64_t n, uint64_t keep);
 /* Charges n bytes even past the limit; reserved in the ledger when it has
  * room, else remembered as owed so releases stay exact. */

@@ -1,7 +1,9 @@
 /* Plan execution: per-device policy state (the policy, alloc id -> address
- * with an "arrived ahead" bit per chunk) and plans turned into prefetches,
- * evictions and advice through the real driver, outside the lock. */
+ * with an "arrived ahead" bit per chunk), plans translated into ops under
+ * the device lock, and pinning to the host; exec_issue.c carries the ops
+ * out through the real driver, outside the lock. */
 #include "exec.h"
+#include "exec_int.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -15,76 +17,11 @@
 #include "move.h"
 #include "observe.h"
 #include "outfile.h"
-#include "spill.h"
 #include "trace_rec.h"
 #include "driver.h"
 #include "ctr.h"
 #include "log.h"
 #include "options.h"
-
-#define EX_PLAN_CAP 128
-#define EX_BATCH 64
-#define EX_RING 256  /* events marking the end of recent AHEAD prefetches */
-#define EX_LRING 256 /* events marking the end of recent planned launches */
-#define EX_STARTS 64 /* pointer offsets remembered per allocation (extents) */
-
-typedef struct ex_alloc {
-  uint64_t id;
-  CUdeviceptr base;
-  size_t size;
-  uint32_t nchunks;
-  uint32_t nstarts;
-  uint64_t starts[EX_STARTS]; /* sorted: offsets launches have passed pointers to */
-  uint64_t seen[EX_STARTS];   /* the launch count when each was last passed */
-  uint64_t uses, ups;         /* chunk references by launches; chunks prefetched (pinning) */
-  int pinned;                 /* served from host memory over the link from now on */
-  UT_hash_handle hh;
-  uint32_t *last_use; /* per chunk: the planned launch (ex_dev_t.lseq) that last
-                       * reached it; 0 = none (points past ahead[]) */
-  uint32_t ahead[];   /* per chunk: the AHEAD batch (seq) that brought it in and
-                       * no launch has used since; 0 = none */
-} ex_alloc_t;
-
-/* The side streams: `down` for evictions, `up` for prefetches (so that the
- * links' two directions overlap: plan k's evictions run while plan k-1's
- * prefetches land), `now` for the prefetches a launch cannot do without
- * (the launch's stream waits for them; not behind `up`'s queue), and a ring
- * of events, one recorded on `up` after each AHEAD batch: a launch that uses
- * prefetched chunks waits for its batch.  vx moves data only on these: the
- * batch calls refuse the legacy stream, which is where an application's
- * default-stream launches (PyTorch's among them) arrive. */
-typedef struct ex_side {
-  CUstream up, down, now;
-  CUevent ev[EX_RING];
-  uint32_t seq[EX_RING]; /* atomic: the batch each event was last recorded for */
-  CUevent lev[EX_LRING];
-  uint32_t lseq[EX_LRING]; /* atomic: the planned launch each was last recorded after */
-} ex_side_t;
-
-typedef struct ex_dev {
-  pthread_mutex_t lock;
-  uint64_t launches; /* exec_extent calls: the age of remembered starts */
-  pol_t *pol;
-  int failed;                      /* pol_create failed: no plans on this device */
-  uint32_t down_issued, up_waited; /* atomic: eviction runs sent down; the last
-                                    * one `up` was ordered after */
-  uint32_t seq;                    /* AHEAD batches planned */
-  uint32_t lseq;                   /* launches planned */
-  ex_alloc_t *by_id;
-  ex_side_t *side; /* atomic; created on first use */
-} ex_dev_t;
-
-/* One action of a plan, with its addresses. */
-typedef struct ex_op {
-  CUdeviceptr p;
-  size_t n;
-  uint64_t id;
-  uint32_t first, count;
-  uint8_t op, when, tier, failed;
-  uint8_t dropped; /* not carried out (a pinned allocation's prefetch, its room) */
-  uint8_t nodata;  /* POL_ACT_NODATA: a first touch, no data to move */
-  uint32_t seq;    /* AHEAD: its batch */
-} ex_op_t;
 
 static ex_dev_t ex_dev[VX_MAX_DEVICES] = {
     [0 ... VX_MAX_DEVICES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
@@ -269,11 +206,6 @@ static void mark(ex_alloc_t *e, uint32_t first, uint32_t count, uint32_t seq) {
     e->ahead[i] = seq;
 }
 
-/* Seq wrap-around compare: a is later than b. */
-static int seq_after(uint32_t a, uint32_t b) {
-  return (int32_t)(a - b) > 0;
-}
-
 /* Chunks of the launch that an AHEAD prefetch brought in (cleared now);
  * *wait = the latest batch among them (0 = none). */
 static uint64_t take_hits_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, uint32_t *wait) {
@@ -379,257 +311,6 @@ static void feedback(ex_dev_t *d, const ex_op_t *ops, int n) {
   }
   pthread_mutex_unlock(&d->lock);
 }
-
-// ---- driver calls (no lock held) ----
-
-/* A run of ops moving to one place, issued as one batch. */
-typedef struct ex_batch {
-  CUdeviceptr p[EX_BATCH];
-  size_t sz[EX_BATCH];
-  ex_op_t *op[EX_BATCH];
-  size_t n;
-  int to_dev;
-} ex_batch_t;
-
-static void batch_flush(ex_batch_t *b, int dev, CUstream s) {
-  if (!b->n) return;
-  CUmemLocation loc = {.type = b->to_dev ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST,
-                       .id = b->to_dev ? dev : 0};
-  /* A chunk in the swap file may be prefetched too: that populates
-   * discarded memory with indeterminate bytes, but the spill record stays
-   * authoritative, and every operation that reaches the chunk restores it
-   * from the swap first (launch, copy, set, the application's prefetch).
-   * Restoring here instead would take the launch path's pins away. */
-  uint8_t failed[EX_BATCH];
-  size_t lost = move_prefetch(b->p, b->sz, b->n, loc, s, failed);
-  uint64_t bytes = 0;
-  for (size_t i = 0; i < b->n; i++) {
-    b->op[i]->failed = failed[i];
-    if (!failed[i]) bytes += b->sz[i];
-  }
-  if (bytes) ctr_add(dev, b->to_dev ? VX_CTR_bytes_up : VX_CTR_bytes_down, bytes);
-  if (lost) ctr_add(dev, VX_CTR_prefetch_failures, lost);
-  b->n = 0;
-}
-
-static void batch_add(ex_batch_t *b, ex_op_t *o, int to_dev, int dev, CUstream s) {
-  if (b->n && (b->to_dev != to_dev || b->n == EX_BATCH)) batch_flush(b, dev, s);
-  b->to_dev = to_dev;
-  b->p[b->n] = o->p, b->sz[b->n] = o->n, b->op[b->n++] = o;
-}
-
-static void advise_read_mostly(ex_op_t *o, int dev) {
-  CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
-  o->failed = move_advise(o->p, o->n, CU_MEM_ADVISE_SET_READ_MOSTLY, loc) != CUDA_SUCCESS;
-}
-
-/* The NVMe tier: spill.c writes the chunks out (synchronously, its own lock). */
-static void spill(ex_op_t *o, int dev) {
-  CUdeviceptr base = o->p - ((CUdeviceptr)o->first << VX_CHUNK_SHIFT);
-  if (spill_chunks(base, o->first, o->count) == 0)
-    ctr_add(dev, VX_CTR_bytes_down, o->n);
-  else
-    o->failed = 1;
-}
-
-/* ops[0..n) in plan order on stream s: all of them (sel < 0), only the
- * evictions (sel = 1) or all but the evictions (sel = 0). */
-static void issue_sel(ex_op_t *ops, int n, int dev, CUstream s, int sel) {
-  ex_batch_t b;
-  b.n = 0;
-  for (int i = 0; i < n; i++) {
-    ex_op_t *o = &ops[i];
-    if (sel >= 0 && (o->op == POL_OP_EVICT) != sel) continue;
-    if (o->dropped) { /* told to the policy as not done (feedback) */
-      o->failed = 1;
-      continue;
-    }
-    if (o->op == POL_OP_PREFETCH) {
-      batch_add(&b, o, 1, dev, s);
-    } else if (o->op == POL_OP_EVICT && o->tier == POL_TIER_NVME) {
-      batch_flush(&b, dev, s);
-      spill(o, dev);
-    } else if (o->op == POL_OP_EVICT) {
-      batch_add(&b, o, 0, dev, s);
-    } else if (o->op == POL_OP_ADVISE_READ_MOSTLY) {
-      advise_read_mostly(o, dev);
-    }
-  }
-  batch_flush(&b, dev, s);
-}
-
-static void issue(ex_op_t *ops, int n, int dev, CUstream s) {
-  issue_sel(ops, n, dev, s, -1);
-}
-
-static void issue_only(ex_op_t *ops, int n, int dev, CUstream s, int evictions) {
-  issue_sel(ops, n, dev, s, evictions);
-}
-
-static void side_destroy(ex_side_t *x) {
-  for (int i = 0; i < EX_RING; i++)
-    if (x->ev[i]) VX_CALL(cuEventDestroy_v2, x->ev[i]);
-  for (int i = 0; i < EX_LRING; i++)
-    if (x->lev[i]) VX_CALL(cuEventDestroy_v2, x->lev[i]);
-  if (x->up) VX_CALL(cuStreamDestroy_v2, x->up);
-  if (x->down) VX_CALL(cuStreamDestroy_v2, x->down);
-  if (x->now) VX_CALL(cuStreamDestroy_v2, x->now);
-  free(x);
-}
-
-static ex_side_t *side_new(void) {
-  ex_side_t *x = calloc(1, sizeof *x);
-  if (!x) return NULL;
-  int ok = VX_CALL(cuStreamCreate, &x->up, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
-           VX_CALL(cuStreamCreate, &x->down, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
-           VX_CALL(cuStreamCreate, &x->now, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS;
-  for (int i = 0; ok && i < EX_RING; i++)
-    ok = VX_CALL(cuEventCreate, &x->ev[i], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
-  for (int i = 0; ok && i < EX_LRING; i++)
-    ok = VX_CALL(cuEventCreate, &x->lev[i], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
-  if (ok) return x;
-  side_destroy(x);
-  return NULL;
-}
-
-static ex_side_t *side_get(ex_dev_t *d) {
-  ex_side_t *x = __atomic_load_n(&d->side, __ATOMIC_ACQUIRE), *mine;
-  if (x || !(mine = side_new())) return x;
-  /* Racing creators each make a set; the losers destroy theirs (cheaper
-   * than a lock held around driver calls). */
-  if (__atomic_compare_exchange_n(&d->side, &x, mine, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-    return mine;
-  side_destroy(mine);
-  return x;
-}
-
-/* Streams to[0..n) wait for everything enqueued on `after` so far. */
-static int order_after(CUstream after, const CUstream *to, int n) {
-  CUevent ev;
-  if (VX_CALL(cuEventCreate, &ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return -1;
-  CUresult r = VX_CALL(cuEventRecord, ev, after);
-  for (int i = 0; i < n && r == CUDA_SUCCESS; i++)
-    r = VX_CALL(cuStreamWaitEvent, to[i], ev, 0);
-  VX_CALL(cuEventDestroy_v2, ev); /* released once the waits are satisfied */
-  return r == CUDA_SUCCESS ? 0 : -1;
-}
-
-/* Marks the end of AHEAD batch `seq` on the side stream. */
-static void side_mark(ex_side_t *x, uint32_t seq) {
-  unsigned slot = seq % EX_RING;
-  if (VX_CALL(cuEventRecord, x->ev[slot], x->up) == CUDA_SUCCESS)
-    __atomic_store_n(&x->seq[slot], seq, __ATOMIC_RELEASE);
-}
-
-static void mark_failed(ex_op_t *ops, int n) {
-  for (int i = 0; i < n; i++)
-    if (ops[i].op == POL_OP_PREFETCH || ops[i].op == POL_OP_EVICT) ops[i].failed = 1;
-}
-
-/* The AHEAD part in plan order: evictions go down; a prefetch waits for
- * the evictions sent down before it (the room the policy counts as free may
- * be theirs: a prefetch that ran first would take the device past the
- * budget, or make the driver evict on its own), but only when some were
- * sent since `up` last waited, so a plan whose room is already free waits
- * for nothing and the link's two directions overlap.  Each prefetch is
- * followed by its event, so that a launch waits only for the prefetch it
- * needs. */
-static void issue_ahead(ex_dev_t *d, ex_op_t *ops, int n, int dev, ex_side_t *x) {
-  for (int i = 0; i < n; i++) {
-    if (ops[i].op == POL_OP_EVICT) {
-      issue(ops + i, 1, dev, x->down);
-      if (!ops[i].dropped) __atomic_add_fetch(&d->down_issued, 1, __ATOMIC_RELAXED);
-      continue;
-    }
-    uint32_t sent = __atomic_load_n(&d->down_issued, __ATOMIC_RELAXED);
-    if (sent != __atomic_load_n(&d->up_waited, __ATOMIC_RELAXED)) {
-      if (order_after(x->down, &x->up, 1)) {
-        mark_failed(ops + i, n - i);
-        return;
-      }
-      __atomic_store_n(&d->up_waited, sent, __ATOMIC_RELAXED);
-    }
-    issue(ops + i, 1, dev, x->up);
-    if (ops[i].dropped) continue;
-    if (ops[i].seq && !ops[i].failed) side_mark(x, ops[i].seq);
-  }
-}
-
-/* Stream s waits until batch `seq` has landed.  A slot recorded again since
- * holds a later batch of the same stream: waiting for it is still right. */
-static void side_wait(ex_dev_t *d, uint32_t seq, CUstream s) {
-  ex_side_t *x = __atomic_load_n(&d->side, __ATOMIC_ACQUIRE);
-  unsigned slot = seq % EX_RING;
-  uint32_t have = x ? __atomic_load_n(&x->seq[slot], __ATOMIC_ACQUIRE) : 0;
-  if (have && !seq_after(seq, have)) VX_CALL(cuStreamWaitEvent, s, x->ev[slot], 0);
-}
-
-/* The launch's stream s (not capturing: the caller checked) gets two
- * event waits at most: for the required prefetches on `now`, and (in
- * exec_launch) for the AHEAD batch its chunks came with. */
-/* What waits for what.  Evictions (on `down`) wait for the last planned
- * launch that reached their allocations (`last`: its end event, recorded
- * right after it by exec_launched): a kernel may still use what leaves,
- * but the victims of a plan are chunks used long ago, so the write-backs
- * start while the kernels before the launch still run.  Prefetches
- * wait only for evictions: the required ones for everything on `down` so
- * far (their room; a chunk an earlier plan sent down lands before it comes
- * back up), each AHEAD one for the evictions written just before it
- * (issue_ahead); not for the kernels before the launch, so the required
- * transfers overlap the previous kernel as the replay's model has them
- * (waiting for s serialised transfer, kernel, transfer: vx play of cnn took
- * 1.6x the replay's time). */
-/* `down` waits until planned launch `last` (the latest that reached a
- * victim) has run: its end event, or everything before this launch on s
- * when the event is not there (another thread's launch not yet marked). */
-static int down_after(ex_side_t *x, uint32_t last, CUstream s) {
-  if (!last) return 0; /* no planned launch reached the victims */
-  unsigned slot = last % EX_LRING;
-  uint32_t have = __atomic_load_n(&x->lseq[slot], __ATOMIC_ACQUIRE);
-  if (have && !seq_after(last, have))
-    return VX_CALL(cuStreamWaitEvent, x->down, x->lev[slot], 0) == CUDA_SUCCESS ? 0 : -1;
-  return order_after(s, &x->down, 1);
-}
-
-static void run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s, uint32_t last) {
-  int req = 0, evicts = 0, req_evicts = 0;
-  while (req < n && ops[req].when == POL_REQUIRED)
-    req++;
-  for (int i = 0; i < n; i++)
-    if (ops[i].op == POL_OP_EVICT && !ops[i].dropped) evicts = 1, req_evicts |= i < req;
-  ex_side_t *x = side_get(d);
-  /* A victim an earlier AHEAD prefetch is still bringing up must arrive
-   * before it leaves: an eviction that ran first would be undone by the
-   * prefetch, the chunk left on the device while the policy counts it
-   * gone (the budget overshot under load).  `up` is in order: waiting for
-   * the latest such batch covers the earlier ones. */
-  uint32_t up_seq = 0;
-  for (int i = 0; i < n; i++)
-    if (ops[i].op == POL_OP_EVICT && !ops[i].dropped && ops[i].seq &&
-        (!up_seq || seq_after(ops[i].seq, up_seq)))
-      up_seq = ops[i].seq;
-  if (x && up_seq) side_wait(d, up_seq, x->down);
-  if (!x || (evicts && down_after(x, last, s))) {
-    mark_failed(ops, n);
-    return;
-  }
-  if (req) {
-    issue_only(ops, req, dev, x->down, 1);
-    if (req_evicts) /* `up` orders after them too */
-      __atomic_add_fetch(&d->down_issued, 1, __ATOMIC_RELAXED);
-    if (order_after(x->down, &x->now, 1)) {
-      mark_failed(ops, n);
-      return;
-    }
-    issue_only(ops, req, dev, x->now, 0);
-    /* If s cannot be ordered after them the launch races its prefetches:
-     * still correct (managed memory faults), only slower. */
-    order_after(x->now, &s, 1);
-  }
-  if (req == n) return;
-  issue_ahead(d, ops + req, n - req, dev, x);
-}
-
 // ---- pinning to host memory what moving costs more than it saves ----
 
 /* Moving a chunk of managed memory in and out costs two transfers (an
@@ -682,13 +363,13 @@ static int count_refs_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, uint
 static void pin_to_host(ex_dev_t *d, int dev, const ex_pin_t *pin, int np, CUstream s) {
   CUmemLocation gpu = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
   CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
-  ex_side_t *x = side_get(d);
+  ex_side_t *x = ex_side_get(d);
   /* What leaves waits for the work before, and for the AHEAD prefetches
    * still bringing the allocation's chunks up (`up` is in order: all of
    * it): a chunk that landed after its move to the host stayed on the
    * device while the policy counted it on the host (the budget overshot
    * by that much under load, predict_budget). */
-  if (x && (order_after(s, &x->down, 1) || order_after(x->up, &x->down, 1))) x = NULL;
+  if (x && (ex_order_after(s, &x->down, 1) || ex_order_after(x->up, &x->down, 1))) x = NULL;
   for (int i = 0; i < np; i++) {
     CUresult r = move_advise(pin[i].base, pin[i].size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host);
     if (r == CUDA_SUCCESS)
@@ -777,8 +458,8 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
   count_use(dev, hits, missed);
   if (npin) pin_to_host(d, dev, pin, npin, stream);
   if (!nops && !wait) return CUDA_SUCCESS;
-  if (wait) side_wait(d, wait, stream);
-  run_plan(d, dev, ops, nops, stream, last);
+  if (wait) ex_side_wait(d, wait, stream);
+  ex_run_plan(d, dev, ops, nops, stream, last);
   for (int i = 0; i < nops; i++)
     if (ops[i].failed) {
       feedback(d, ops, nops);

@@ -1,7 +1,9 @@
 /* ledger.c: the per-device budget ledger shared by a user's vx processes.
  * A robust process-shared mutex guards a fixed table of {pid, start, bytes};
- * each holder keeps an OFD lock on its slot's byte, which the kernel drops at death. */
+ * each holder keeps an OFD lock on its slot's byte, which the kernel drops at death.
+ * The segment file is ledger_seg.c's, the liveness tests ledger_live.c's. */
 #include "ledger.h"
+#include "ledger_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,36 +18,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define LEDGER_MAGIC UINT64_C(0x7678206c65646772) /* "vx ledgr" */
-#define LEDGER_VERSION 1u
-#define LEDGER_KEY_MAX 64
-/* Slot i's liveness lock is on byte LEDGER_LOCK_BASE + i of the segment
- * file (past its end: a lock needs no data). */
-#define LEDGER_LOCK_BASE ((off_t)1 << 20)
-/* flags: the holder holds its slot's OFD lock for as long as it lives.
- * Without it (a slot written by an older vx, or a kernel without OFD
- * locks) liveness falls back to the pid and /proc start time, which mean
- * nothing across PID namespaces. */
-#define SLOT_LOCKED 1u
-
-struct ledger_slot {
-  int32_t pid;    /* 0 = free; in the holder's PID namespace */
-  uint32_t flags; /* SLOT_LOCKED; 0 in segments written by older vx */
-  uint64_t start; /* /proc start time; 0 = unknown (no procfs) */
-  uint64_t bytes;
-};
-
-/* The layout of the shared segment; its size is part of the check. */
-struct ledger_seg {
-  uint64_t magic;
-  uint32_t version;
-  uint32_t nslots;
-  pthread_mutex_t lock;
-  struct ledger_slot slot[LEDGER_SLOTS];
-};
-
-/* The process-private table: from the start when no shared segment could
- * be used, or after the shared one was truncated or replaced. */
 struct ledger_priv {
   struct ledger_seg seg;
   pid_t pid; /* the process that owns `slot` here (fork detection) */
@@ -75,14 +47,6 @@ void ledger_set_warn(void (*warn)(const char *line)) {
 
 // ---- small helpers ----
 
-static void say(char *err, size_t n, const char *fmt, ...) {
-  if (!err || n == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, n, fmt, ap);
-  va_end(ap);
-}
-
 static int key_ok(const char *key) {
   size_t len = key ? strlen(key) : 0;
   if (len == 0 || len > LEDGER_KEY_MAX) return 0;
@@ -95,86 +59,12 @@ static int key_ok(const char *key) {
   return 1;
 }
 
-static void seg_name(char *buf, size_t n, const char *key) {
-  snprintf(buf, n, "/vx-ledger-%u-%s", (unsigned)geteuid(), key);
-}
-
-// ---- process liveness ----
-
-/* 1 and *start set: running; 0: gone or zombie; -1: cannot tell. */
-static int proc_stat(pid_t pid, uint64_t *start) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT || errno == ESRCH ? 0 : -1;
-  ssize_t got = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (got <= 0) return got == 0 ? 0 : -1;
-  buf[got] = '\0';
-  char *p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
-  if (!p || p[1] != ' ') return -1;
-  char state = p[2];
-  if (state == 'Z' || state == 'X' || state == 'x') return 0;
-  p += 2;
-  for (int field = 3; field < 22; field++) { /* skip to field 22 */
-    p = strchr(p, ' ');
-    if (!p) return -1;
-    p++;
-  }
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(p, &end, 10);
-  if (errno || end == p) return -1;
-  *start = v;
-  return 1;
-}
-
-uint64_t ledger_proc_start(pid_t pid) {
-  uint64_t start = 0;
-  return proc_stat(pid, &start) == 1 ? start : 0;
-}
-
-/* Slot i's liveness lock on fd: F_OFD_SETLK with type F_WRLCK or F_UNLCK.
- * 0 or -errno (-EAGAIN: another open file description holds it). */
-static int slot_lock_set(int fd, int i, short type) {
-  struct flock fl = {
-      .l_type = type, .l_whence = SEEK_SET, .l_start = LEDGER_LOCK_BASE + i, .l_len = 1};
-  if (fcntl(fd, F_OFD_SETLK, &fl) == 0) return 0;
-  return errno == EACCES ? -EAGAIN : -errno;
-}
-
-/* 1: slot i's lock is held (by another open file description than fd's),
- * 0: nobody holds it, -1: cannot tell. */
-static int slot_lock_held(int fd, int i) {
-  struct flock fl = {
-      .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = LEDGER_LOCK_BASE + i, .l_len = 1};
-  if (fcntl(fd, F_OFD_GETLK, &fl) != 0) return -1;
-  return fl.l_type != F_UNLCK;
-}
-
-/* A slot's holder is alive unless proven dead.  A locked slot: its lock is
- * gone (the kernel drops OFD locks when the holder's last descriptor closes:
- * death, or exec), whatever PID namespace the holder is in.  An unlocked
- * one (older vx): ESRCH, a zombie, or a different start time (the pid was
- * reused).  fd < 0: no lock test possible; a locked slot counts as alive. */
-static int slot_alive(const struct ledger_slot *s, int fd, int i) {
-  if (s->pid == 0) return 0;
-  if (s->flags & SLOT_LOCKED) return fd < 0 || slot_lock_held(fd, i) != 0;
-  if (s->pid < 0) return 1;
-  if (kill(s->pid, 0) != 0 && errno == ESRCH) return 0;
-  if (s->start == 0) return 1;
-  uint64_t start = 0;
-  int r = proc_stat(s->pid, &start);
-  if (r < 0) return 1;
-  return r == 1 && start == s->start;
-}
-
 // ---- the table (caller holds seg->lock) ----
 
 /* fd: the segment's descriptor for lock tests, -1 for none (private). */
 static void reclaim_locked(struct ledger_seg *s, int fd, int self) {
   for (int i = 0; i < LEDGER_SLOTS; i++) {
-    if (i != self && s->slot[i].pid != 0 && !slot_alive(&s->slot[i], fd, i))
+    if (i != self && s->slot[i].pid != 0 && !ledger_slot_alive(&s->slot[i], fd, i))
       memset(&s->slot[i], 0, sizeof s->slot[i]);
   }
 }
@@ -196,7 +86,7 @@ static int claim_locked(struct ledger_seg *s, int fd) {
   for (int pass = 0; pass < 2; pass++) {
     for (int i = 0; i < LEDGER_SLOTS; i++) {
       if (s->slot[i].pid != 0) continue;
-      int lk = fd >= 0 ? slot_lock_set(fd, i, F_WRLCK) : -ENOSYS;
+      int lk = fd >= 0 ? ledger_slot_lock_set(fd, i, F_WRLCK) : -ENOSYS;
       if (lk == -EAGAIN) continue; /* a freed slot whose lock is still held */
       s->slot[i].pid = (int32_t)getpid();
       s->slot[i].flags = lk == 0 ? SLOT_LOCKED : 0;
@@ -223,19 +113,6 @@ static int seg_lock(struct ledger_seg *s, int fd, int self) {
 
 static void seg_unlock(struct ledger_seg *s) {
   pthread_mutex_unlock(&s->lock);
-}
-
-static int seg_init_lock(struct ledger_seg *s, int pshared) {
-  pthread_mutexattr_t a;
-  int rc = pthread_mutexattr_init(&a);
-  if (rc) return -rc;
-  if (pshared) {
-    rc = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    if (!rc) rc = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-  }
-  if (!rc) rc = pthread_mutex_init(&s->lock, &a);
-  pthread_mutexattr_destroy(&a);
-  return -rc;
 }
 
 /* After fork() the child inherits the parent's descriptor, so its open file
@@ -275,83 +152,6 @@ static int self_locked(vx_ledger_t *l) {
   return i;
 }
 
-// ---- mapping the segment ----
-
-/* Checks (and, when empty or abandoned mid-creation, initialises) the
- * segment behind fd; the caller holds flock(fd).  0 or -errno, err filled. */
-static int seg_check(int fd, int create, const char *name, char *err, size_t n) {
-  struct stat st;
-  if (fstat(fd, &st) != 0) return -errno;
-  if (st.st_uid != geteuid()) {
-    say(err, n, "/dev/shm%s is owned by uid %u, not by this user", name, (unsigned)st.st_uid);
-    return -EACCES;
-  }
-  if (st.st_size == 0 && create) {
-    if (fchmod(fd, 0600) != 0 || ftruncate(fd, sizeof(struct ledger_seg)) != 0) return -errno;
-    return 0;
-  }
-  if ((st.st_mode & 07777) != 0600) {
-    say(err, n, "/dev/shm%s has mode %04o, not 0600", name, (unsigned)(st.st_mode & 07777));
-    return -EPERM;
-  }
-  if (st.st_size != (off_t)sizeof(struct ledger_seg)) {
-    say(err, n, "/dev/shm%s has a foreign layout (%lld bytes)", name, (long long)st.st_size);
-    return -EPROTO;
-  }
-  return 0;
-}
-
-static int seg_map_fd(int fd, int create, const char *name, struct ledger_seg **out, char *err,
-                      size_t n) {
-  int rc = seg_check(fd, create, name, err, n);
-  if (rc) return rc;
-  void *p = mmap(NULL, sizeof(struct ledger_seg), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return -errno;
-  struct ledger_seg *s = p;
-  if (s->magic == 0 && create) {
-    /* new, or its creator died before finishing (magic is set last, under
-     * the flock we now hold): ours to initialise */
-    rc = seg_init_lock(s, 1);
-    if (!rc) {
-      s->version = LEDGER_VERSION;
-      s->nslots = LEDGER_SLOTS;
-      __atomic_store_n(&s->magic, LEDGER_MAGIC, __ATOMIC_RELEASE);
-    }
-  } else if (s->magic != LEDGER_MAGIC || s->version != LEDGER_VERSION ||
-             s->nslots != LEDGER_SLOTS) {
-    say(err, n, "/dev/shm%s has a foreign layout", name);
-    rc = -EPROTO;
-  }
-  if (rc)
-    munmap(p, sizeof *s);
-  else
-    *out = s;
-  return rc;
-}
-
-/* Maps the segment of `key`; *fd_out keeps the file open (the slot lock
- * lives on it, and fstat guards every use of the mapping). */
-static int seg_map(const char *key, int create, struct ledger_seg **out, int *fd_out, char *err,
-                   size_t n) {
-  char name[128];
-  seg_name(name, sizeof name, key);
-  int fd = shm_open(name, O_RDWR | (create ? O_CREAT : 0) | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    int e = errno;
-    say(err, n, "cannot open /dev/shm%s: %s", name, strerror(e));
-    return -e;
-  }
-  int rc = flock(fd, LOCK_EX) == 0 ? 0 : -errno; /* serialises initialisation */
-  if (!rc) rc = seg_map_fd(fd, create, name, out, err, n);
-  if (rc && err && n && !err[0]) say(err, n, "cannot use /dev/shm%s: %s", name, strerror(-rc));
-  flock(fd, LOCK_UN);
-  if (rc)
-    close(fd);
-  else
-    *fd_out = fd;
-  return rc;
-}
-
 // ---- the table in use: shared while intact, else private ----
 
 /* The shared segment's file still has the full size: touching the mapping
@@ -375,7 +175,7 @@ static int seg_ours_locked(const vx_ledger_t *l) {
 static struct ledger_priv *priv_new(pid_t pid, uint64_t bytes) {
   struct ledger_priv *p = calloc(1, sizeof *p);
   if (!p) return NULL;
-  if (seg_init_lock(&p->seg, 0) != 0) {
+  if (ledger_seg_init_lock(&p->seg, 0) != 0) {
     free(p);
     return NULL;
   }
@@ -490,7 +290,7 @@ vx_ledger_t *ledger_open_key(const char *key, uint64_t device_capacity, char *er
   if (err && n) err[0] = '\0';
   vx_ledger_t *l = calloc(1, sizeof *l);
   if (!l) {
-    say(err, n, "ledger: out of memory");
+    ledger_say(err, n, "ledger: out of memory");
     return NULL;
   }
   l->cap = device_capacity;
@@ -498,8 +298,8 @@ vx_ledger_t *ledger_open_key(const char *key, uint64_t device_capacity, char *er
   l->slot = -1;
   l->pid = getpid();
   if (!key_ok(key)) {
-    say(err, n, "ledger key must be 1-%d characters of [A-Za-z0-9_-]", LEDGER_KEY_MAX);
-  } else if (seg_map(key, 1, &l->seg, &l->fd, err, n) == 0) {
+    ledger_say(err, n, "ledger key must be 1-%d characters of [A-Za-z0-9_-]", LEDGER_KEY_MAX);
+  } else if (ledger_seg_map(key, 1, &l->seg, &l->fd, err, n) == 0) {
     snprintf(l->key, sizeof l->key, "%s", key);
     l->shared = 1;
     l->fd_pid = getpid();
@@ -510,9 +310,9 @@ vx_ledger_t *ledger_open_key(const char *key, uint64_t device_capacity, char *er
     }
     if (rc >= 0) return l;
     if (rc == -ENOSPC)
-      say(err, n, "ledger table for %s is full (%d processes)", key, LEDGER_SLOTS);
+      ledger_say(err, n, "ledger table for %s is full (%d processes)", key, LEDGER_SLOTS);
     else
-      say(err, n, "ledger lock for %s unusable: %s", key, strerror(-rc));
+      ledger_say(err, n, "ledger lock for %s unusable: %s", key, strerror(-rc));
     munmap(l->seg, sizeof *l->seg);
     close(l->fd);
     l->seg = NULL;
@@ -523,7 +323,7 @@ vx_ledger_t *ledger_open_key(const char *key, uint64_t device_capacity, char *er
   l->priv = priv_new(l->pid, 0);
   if (!l->priv) {
     free(l);
-    say(err, n, "ledger: out of memory");
+    ledger_say(err, n, "ledger: out of memory");
     return NULL;
   }
   return l;
@@ -532,15 +332,15 @@ vx_ledger_t *ledger_open_key(const char *key, uint64_t device_capacity, char *er
 vx_ledger_t *ledger_observe_key(const char *key, char *err, size_t n) {
   if (err && n) err[0] = '\0';
   if (!key_ok(key)) {
-    say(err, n, "ledger key must be 1-%d characters of [A-Za-z0-9_-]", LEDGER_KEY_MAX);
+    ledger_say(err, n, "ledger key must be 1-%d characters of [A-Za-z0-9_-]", LEDGER_KEY_MAX);
     return NULL;
   }
   vx_ledger_t *l = calloc(1, sizeof *l);
   if (!l) {
-    say(err, n, "ledger: out of memory");
+    ledger_say(err, n, "ledger: out of memory");
     return NULL;
   }
-  if (seg_map(key, 0, &l->seg, &l->fd, err, n) != 0) {
+  if (ledger_seg_map(key, 0, &l->seg, &l->fd, err, n) != 0) {
     free(l);
     return NULL;
   }
@@ -561,7 +361,7 @@ void ledger_close(vx_ledger_t *l) {
     if (self >= 0 && s->slot[self].pid == (int32_t)getpid()) {
       memset(&s->slot[self], 0, sizeof s->slot[self]);
       /* explicitly: a fork child may share this description and keep it */
-      if (s == l->seg) slot_lock_set(l->fd, self, F_UNLCK);
+      if (s == l->seg) ledger_slot_lock_set(l->fd, self, F_UNLCK);
     }
     release_table(s);
   }
@@ -576,7 +376,7 @@ void ledger_close(vx_ledger_t *l) {
 
 void ledger_atfork_child(vx_ledger_t *l) {
   struct ledger_priv *p = l ? __atomic_load_n(&l->priv, __ATOMIC_ACQUIRE) : NULL;
-  if (p) seg_init_lock(&p->seg, 0);
+  if (p) ledger_seg_init_lock(&p->seg, 0);
 }
 
 char *ledger_key_uuid(const unsigned char uuid[16], char out[33]) {
@@ -592,7 +392,7 @@ char *ledger_key_uuid(const unsigned char uuid[16], char out[33]) {
 int ledger_unlink_key(const char *key) {
   char name[128];
   if (!key_ok(key)) return -EINVAL;
-  seg_name(name, sizeof name, key);
+  ledger_seg_name(name, sizeof name, key);
   return shm_unlink(name) == 0 ? 0 : -errno;
 }
 

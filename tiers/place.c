@@ -343,7 +343,7 @@ CUresult place_free_async(CUdeviceptr p, CUstream s, int ptsz, place_free_async_
 
 /* A deferred entry's event has completed: the memory goes. */
 static void release_deferred(const vx_alloc_info_t *a) {
-  spill_forget(a->base, a->size);
+  spill_forget(a->base);
   VX_CALL(cuMemFree_v2, a->base);
   ctr_add(a->dev, VX_CTR_deferred_frees, 1);
   untrack_bytes(a);

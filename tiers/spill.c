@@ -11,7 +11,8 @@
 #include "driver.h"
 #include "log.h"
 
-int spill_any(void) {
+/* Nonzero when some chunk is in the swap file right now (one relaxed load). */
+static int spill_any(void) {
   return __atomic_load_n(&spill_g.any, __ATOMIC_RELAXED) != 0;
 }
 
@@ -184,8 +185,7 @@ int spill_chunks(CUdeviceptr base, uint32_t first, uint32_t count) {
   return rc;
 }
 
-void spill_forget(CUdeviceptr base, size_t size) {
-  (void)size;
+void spill_forget(CUdeviceptr base) {
   if (!spill_armed()) return;
   pthread_mutex_lock(&spill_g.mu);
   spill_rec_t *r = spill_rec_find_locked(base);

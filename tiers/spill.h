@@ -14,10 +14,6 @@
 int spill_init(void);
 void spill_fini(void);
 
-/* Nonzero when some chunk is in the swap file right now: one relaxed atomic
- * load, so the launch and copy hooks can skip everything else when 0. */
-int spill_any(void);
-
 /* Makes [p, p+n) readable by work enqueued on stream s after this returns:
  * every spilled chunk in the range is read back (checksum verified) and
  * copied into managed memory.  Returns CUDA_SUCCESS, or the error the
@@ -33,9 +29,9 @@ CUresult spill_make_resident(CUdeviceptr p, size_t n, CUstream s);
  * lock held. */
 int spill_chunks(CUdeviceptr base, uint32_t first, uint32_t count);
 
-/* The allocation [base, base+size) is being freed: its slots are released,
+/* The allocation at base is being freed: its slots are released,
  * nothing is written back.  Call before the memory is returned to the driver. */
-void spill_forget(CUdeviceptr base, size_t size);
+void spill_forget(CUdeviceptr base);
 
 // ---- chunk tracking and restore ----
 
@@ -70,7 +66,7 @@ void spill_pins_release(void);
  * call, one relaxed load when nothing is left in the swap. */
 CUresult spill_unseen_launch(void);
 
-// ---- frees (issue 13, h13-order) ----
+// ---- frees ----
 
 /* The allocation at base is about to be given to the driver's free: its
  * record (residency, swap slots) is set aside, so that no lookup finds it

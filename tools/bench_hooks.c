@@ -38,10 +38,10 @@ int vx_cmd_bench(int argc, char **argv) {
       if (!strcmp(argv[1], bench_table[i].name)) return bench_table[i].fn(argc - 1, argv + 1);
   if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
     return vx_cli_help(bench_usage);
-  if (argc < 2) return vx_cli_usage_error("bench", bench_usage, "which benchmark: hooks or nvme?");
+  if (argc < 2) return vx_cli_usage_error("bench", "which benchmark: hooks or nvme?");
   char msg[300];
   snprintf(msg, sizeof msg, "unknown benchmark '%.200s' (hooks or nvme)", argv[1]);
-  return vx_cli_usage_error("bench", bench_usage, msg);
+  return vx_cli_usage_error("bench", msg);
 }
 
 // ---- the child: times the driver calls it reaches through dlsym ----
@@ -318,7 +318,7 @@ int vx_bench_hooks(int argc, char **argv) {
     else {
       char msg[300];
       snprintf(msg, sizeof msg, "unexpected '%.200s' (--iters takes a positive number)", argv[i]);
-      return vx_cli_usage_error("bench hooks", NULL, msg);
+      return vx_cli_usage_error("bench hooks", msg);
     }
   }
   if (child) return bench_child(iters);

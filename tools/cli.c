@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int vx_cli_usage_error(const char *cmd, const char *usage, const char *msg) {
-  (void)usage; /* the whole text is for --help: an error says what and where to look */
+int vx_cli_usage_error(const char *cmd, const char *msg) {
   fprintf(stderr, "vx %s: %s\nTry 'vx %s --help'.\n", cmd, msg ? msg : "bad arguments", cmd);
   return 2;
 }
@@ -25,7 +24,7 @@ int vx_cli_bad_option(const char *cmd, int argc, char *const argv[], const char 
     snprintf(msg, sizeof msg, "unknown option '-%c'", optopt);
   else
     snprintf(msg, sizeof msg, "unknown option '%.200s'", arg);
-  return vx_cli_usage_error(cmd, NULL, msg);
+  return vx_cli_usage_error(cmd, msg);
 }
 
 int vx_cli_help(const char *usage) {

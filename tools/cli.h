@@ -12,7 +12,7 @@
 
 /* Prints "vx CMD: msg" and "Try 'vx CMD --help'." on stderr; returns 2
  * (the usage text itself is --help's, on stdout). */
-int vx_cli_usage_error(const char *cmd, const char *usage, const char *msg);
+int vx_cli_usage_error(const char *cmd, const char *msg);
 /* After getopt_long returned '?' (opterr = 0): says which option was
  * unknown or lacked its value, as vx_cli_usage_error does; returns 2. */
 int vx_cli_bad_option(const char *cmd, int argc, char *const argv[], const char *shortopts);

@@ -163,7 +163,7 @@ int vx_cmd_doctor(int argc, char **argv) {
     else
       return vx_cli_bad_option("doctor", argc, argv, "h");
   }
-  if (optind < argc) return vx_cli_usage_error("doctor", usage, "unexpected argument");
+  if (optind < argc) return vx_cli_usage_error("doctor", "unexpected argument");
   nlines = 0;
   vx_doctor_driver();
   vx_doctor_uring();

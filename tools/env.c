@@ -157,8 +157,8 @@ int vx_cmd_env(int argc, char **argv) {
     else
       return vx_cli_bad_option("env", argc, argv, "h");
   }
-  if (optind < argc) return vx_cli_usage_error("env", usage, "unexpected argument");
-  if (markdown && json) return vx_cli_usage_error("env", usage, "--json or --markdown, not both");
+  if (optind < argc) return vx_cli_usage_error("env", "unexpected argument");
+  if (markdown && json) return vx_cli_usage_error("env", "--json or --markdown, not both");
   if (markdown) {
     print_markdown(stdout);
     return 0;

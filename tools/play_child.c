@@ -16,8 +16,6 @@
 #include "replay.h"
 #include "simcuda.h"
 
-int vx_play_load(const char *path, rp_trace_t *t, char *err, size_t errlen);
-
 /* The driver entry points the player calls. */
 #define PLAY_ENTRIES(X)                                                                            \
   X(cuInit, CUresult (*)(unsigned))                                                                \

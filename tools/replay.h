@@ -88,11 +88,14 @@ void rp_derive(rp_result_t *r, const rp_result_t *infinite, const rp_result_t *d
 /* Fills bound_gain_share = (total_demand - total)/(total_demand - total_bound)
  * (1 when the bound gains nothing and the policy is no slower than it). */
 void rp_bound_share(rp_result_t *r, const rp_result_t *demand, const rp_result_t *bound);
-/* Bytes the Belady MIN replacement must bring up (lower bound on transfers). */
-uint64_t rp_min_bytes(const rp_trace_t *t, uint64_t capacity);
-/* Lower bounds on the bytes any policy moves up (*up, as rp_min_bytes) and
- * writes back (*down: dirty chunks that must leave the device before their next
- * use; clean, dead and never reused data cost nothing), for a device of
+/* The "bound" policy's result (rp_run calls it): total time no shorter than
+ * with infinite memory, nor than MIN's transfers take on the busier
+ * direction of the link.  0 or -errno. */
+int rp_run_bound(const rp_trace_t *t, const rp_model_t *m, rp_result_t *out);
+/* Lower bounds on the bytes any policy moves up (*up: what Belady's MIN
+ * replacement must bring up) and writes back (*down: dirty chunks that must
+ * leave the device before their next use; clean, dead and never reused data
+ * cost nothing), for a device of
  * `capacity` bytes.  Tail chunks (shorter than the trace's chunk) are left out.
  * Returns 0 or -ENOMEM. */
 int rp_min_traffic(const rp_trace_t *t, uint64_t capacity, uint64_t *up, uint64_t *down);

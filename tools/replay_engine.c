@@ -303,7 +303,7 @@ static int future(void *ctx, uint32_t k, pol_launch_t *out) {
  * stay within the device budget less the room kept for movable data
  * (VX_MOVABLE: 50% under predict, none otherwise), managed past it.  The
  * replay models what the live library does: native bytes never move and
- * take the policy's room (issue 11: demand is native-first live). */
+ * take the policy's room (demand is native-first live). */
 #define LIVE_NATIVE_MAX (1ull << 20)
 #define LIVE_STATIC_MIN (64ull << 20)
 #define LIVE_MOVABLE_PCT 50
@@ -548,29 +548,11 @@ static void teardown(struct eng *e) {
   free(e->slot);
 }
 
-/* A lower bound on every policy's total time in this model: compute cannot go
- * faster than with infinite memory, and each copy engine (the link is full
- * duplex) must carry at least MIN's transfers in its direction. */
-static int run_bound(const rp_trace_t *t, const rp_model_t *m, rp_result_t *out) {
-  rp_result_t inf;
-  int r = rp_run(t, m, "infinite", &inf);
-  uint64_t up = 0, down = 0;
-  if (!r) r = rp_min_traffic(t, m->capacity, &up, &down);
-  if (r < 0) return r;
-  double link_up = (double)up / m->link_bps, link_down = (double)down / m->link_bps;
-  double link = link_up > link_down ? link_up : link_down;
-  out->compute_s = inf.compute_s;
-  out->total_s = inf.total_s > link ? inf.total_s : link;
-  out->bytes_up = up;
-  out->bytes_down = down;
-  return 0;
-}
-
 int rp_run(const rp_trace_t *t, const rp_model_t *m, const char *policy, rp_result_t *out) {
   memset(out, 0, sizeof *out);
   if (!rp_policy_known(policy)) return -EINVAL;
   strncpy(out->policy, policy, sizeof out->policy - 1);
-  if (!strcmp(policy, "bound")) return run_bound(t, m, out);
+  if (!strcmp(policy, "bound")) return rp_run_bound(t, m, out);
   struct eng e = {.res = out};
   int r = setup(&e, t, m, policy);
   size_t li = 0;
@@ -586,14 +568,6 @@ int rp_run(const rp_trace_t *t, const rp_model_t *m, const char *policy, rp_resu
   out->total_s = e.end / 1e9;
   teardown(&e);
   return r;
-}
-
-void rp_bound_share(rp_result_t *r, const rp_result_t *dem, const rp_result_t *bnd) {
-  double gain = dem->total_s - bnd->total_s;
-  if (gain > 1e-12)
-    r->bound_gain_share = (dem->total_s - r->total_s) / gain;
-  else
-    r->bound_gain_share = r->total_s <= bnd->total_s + 1e-12 ? 1.0 : 0.0;
 }
 
 void rp_derive(rp_result_t *r, const rp_result_t *inf, const rp_result_t *dem,

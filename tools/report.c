@@ -146,8 +146,7 @@ int vx_cmd_report(int argc, char **argv) {
     else
       return vx_cli_bad_option("report", argc, argv, "h");
   }
-  if (argc - optind != 1)
-    return vx_cli_usage_error("report", usage, "give exactly one report file");
+  if (argc - optind != 1) return vx_cli_usage_error("report", "give exactly one report file");
   vx_report_t r;
   char err[512];
   if (vx_report_load(argv[optind], &r, err, sizeof err)) {

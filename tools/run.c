@@ -37,7 +37,7 @@ struct run_cfg {
 };
 
 static int add_set(struct run_cfg *c, const char *name, const char *value) {
-  if (c->n == MAX_SETS) return vx_cli_usage_error("run", usage, "too many settings");
+  if (c->n == MAX_SETS) return vx_cli_usage_error("run", "too many settings");
   c->names[c->n] = name;
   c->values[c->n++] = (char *)value;
   return 0;
@@ -57,9 +57,9 @@ static int check_var(const char *name, const char *value) {
   int o = vx_option_find(name);
   if (o < 0) {
     snprintf(err, sizeof err, "unknown variable %s (see `vx env`)", name);
-    return vx_cli_usage_error("run", usage, err);
+    return vx_cli_usage_error("run", err);
   }
-  if (vx_opt_check(o, value, err, sizeof err)) return vx_cli_usage_error("run", usage, err);
+  if (vx_opt_check(o, value, err, sizeof err)) return vx_cli_usage_error("run", err);
   return 0;
 }
 
@@ -80,7 +80,7 @@ static int parse(int argc, char **argv, struct run_cfg *c) {
       for (const struct option *o = longopts; o->name; o++)
         if (o->val == ch) name = o->name;
       snprintf(msg, sizeof msg, "option '--%s' needs a value before '--'", name);
-      return vx_cli_usage_error("run", usage, msg);
+      return vx_cli_usage_error("run", msg);
     }
     switch (ch) {
     case 'd':
@@ -106,7 +106,7 @@ static int parse(int argc, char **argv, struct run_cfg *c) {
       break;
     case 'e':
       if (!(eq = strchr(optarg, '=')) || eq == optarg)
-        return vx_cli_usage_error("run", usage, "--env takes NAME=VALUE");
+        return vx_cli_usage_error("run", "--env takes NAME=VALUE");
       *eq = 0;
       rc = add_set(c, optarg, eq + 1);
       break;
@@ -161,7 +161,7 @@ int vx_cmd_run(int argc, char **argv) {
   char lib[PATH_MAX];
   int rc = parse(argc, argv, &c);
   if (rc) return rc < 0 ? vx_cli_help(usage) : rc;
-  if (optind >= argc) return vx_cli_usage_error("run", usage, "no command given");
+  if (optind >= argc) return vx_cli_usage_error("run", "no command given");
   if (vx_find_libvx(lib, sizeof lib)) {
     fprintf(stderr, "vx run: libvx.so not found next to vx, in ../lib of its prefix, or in %s\n",
             vx_install_libdir());

@@ -243,9 +243,8 @@ int vx_cmd_stat(int argc, char **argv) {
   }
   if (argc - optind > 1 ||
       (optind < argc && (vx_cli_parse_count(argv[optind], &pid) || pid > 0x3fffffff)))
-    return vx_cli_usage_error("stat", usage, "PID must be one positive number");
-  if (c.json && c.prom)
-    return vx_cli_usage_error("stat", usage, "--json or --prometheus, not both");
+    return vx_cli_usage_error("stat", "PID must be one positive number");
+  if (c.json && c.prom) return vx_cli_usage_error("stat", "--json or --prometheus, not both");
   if (c.json) printf("{\"processes\":[");
   int rc = 0;
   if (pid) {

@@ -125,9 +125,9 @@ int vx_cmd_top(int argc, char **argv) {
   opterr = 0; /* vx_cli_bad_option says it, prefixed "vx top:" */
   while ((ch = getopt_long(argc, argv, "hi:n:", longopts, NULL)) != -1) {
     if (ch == 'i' && (vx_cli_parse_seconds(optarg, &interval) || interval < 0.05))
-      return vx_cli_usage_error("top", usage, "--interval takes seconds >= 0.05");
+      return vx_cli_usage_error("top", "--interval takes seconds >= 0.05");
     if (ch == 'n' && vx_cli_parse_count(optarg, &count))
-      return vx_cli_usage_error("top", usage, "--count takes a positive number");
+      return vx_cli_usage_error("top", "--count takes a positive number");
     if (ch == 'o')
       once = 1;
     else if (ch == 'h')
@@ -138,7 +138,7 @@ int vx_cmd_top(int argc, char **argv) {
   long pid = 0;
   if (argc - optind > 1 ||
       (optind < argc && (vx_cli_parse_count(argv[optind], &pid) || pid > 0x3fffffff)))
-    return vx_cli_usage_error("top", usage, "PID must be one positive number");
+    return vx_cli_usage_error("top", "PID must be one positive number");
   if (once) count = 1;
   return loop(interval, count, !once && isatty(STDOUT_FILENO), (pid_t)pid);
 }

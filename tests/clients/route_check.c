@@ -14,7 +14,7 @@
 
 /* vx's hooked driver variants (hooks.def), by exported name. */
 static const char *const cu_hooks[] = {
-#define VX_HOOK(fam, name, base, ret, params) #fam[0] == 'C' && #fam[1] == 'U' ? #name : NULL,
+#define VX_HOOK(fam, name, stream, base, ret, params) #fam[0] == 'C' && #fam[1] == 'U' ? #name : NULL,
 #define VX_REAL(fam, name, ret, params)
 #include "hooks.def"
 #undef VX_HOOK

@@ -1,8 +1,8 @@
 /* kit.h: helpers for driver-API test programs that run unchanged on the
  * simulated driver and on a real GPU, with or without LD_PRELOAD=libvx.so.
  *
- * STATUS: ready (first version 09:55 UTC, fn cache 10:10; the API below is
- * stable, additions only).  Example: tests/kit/oversub.c (vx_oversub).
+ * The API below is stable, additions only.  Example: tests/kit/oversub.c
+ * (vx_oversub).
  * Own kernels: declare the entry in your PTX, register a host body with
  * SIMCUDA_KERNEL(name) { ... kit_access(k, ptr, bytes, SIMCUDA_READ) ... }.
  *

@@ -135,7 +135,7 @@ END_TEST
 /* Creates the segment of `tag` by hand with the given mode and size. */
 static void make_segment(const char *tag, mode_t mode, off_t size) {
   char name[128];
-  seg_name(name, sizeof name, lt_key(tag));
+  ledger_seg_name(name, sizeof name, lt_key(tag));
   int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
   ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(fchmod(fd, mode), 0);
@@ -169,7 +169,7 @@ START_TEST(test_foreign_layout_refused) {
   /* right size, a foreign magic */
   make_segment("magic", 0600, sizeof(struct ledger_seg));
   char name[128];
-  seg_name(name, sizeof name, lt_key("magic"));
+  ledger_seg_name(name, sizeof name, lt_key("magic"));
   int fd = shm_open(name, O_RDWR, 0);
   uint64_t junk = 0x1234;
   ck_assert_int_eq(pwrite(fd, &junk, sizeof junk, 0), sizeof junk);
@@ -185,7 +185,7 @@ START_TEST(test_foreign_owner_refused) {
   if (geteuid() != 0) return; /* only root can make a file another user owns */
   make_segment("owner", 0600, sizeof(struct ledger_seg));
   char name[128];
-  seg_name(name, sizeof name, lt_key("owner"));
+  ledger_seg_name(name, sizeof name, lt_key("owner"));
   int fd = shm_open(name, O_RDWR, 0);
   ck_assert_int_eq(fchown(fd, 65534, 65534), 0);
   close(fd);
@@ -303,9 +303,9 @@ START_TEST(test_zombie_is_dead) {
   kill(c, SIGKILL);
   /* not reaped yet: kill(pid, 0) still succeeds, /proc says Z */
   uint64_t start = 1;
-  for (int i = 0; i < 2000 && proc_stat(c, &start) != 0; i++)
+  for (int i = 0; i < 2000 && ledger_proc_stat(c, &start) != 0; i++)
     usleep(1000);
-  ck_assert_int_eq(proc_stat(c, &start), 0);
+  ck_assert_int_eq(ledger_proc_stat(c, &start), 0);
   ck_assert_int_eq(ledger_reserve(a, CAP), 0);
   wait_gone(c);
   ledger_close(a);

@@ -32,7 +32,7 @@ static vx_ledger_t *open_key(const char *tag, uint64_t cap) {
 /* Truncates the segment of `tag` to `size` bytes, as another process would. */
 static void truncate_segment(const char *tag, off_t size) {
   char name[128];
-  seg_name(name, sizeof name, lt_key(tag));
+  ledger_seg_name(name, sizeof name, lt_key(tag));
   int fd = shm_open(name, O_RDWR, 0);
   ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(ftruncate(fd, size), 0);

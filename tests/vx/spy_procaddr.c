@@ -21,7 +21,7 @@ typedef CUresult (*gpa_v2_fn)(const char *, void **, int, cuuint64_t,
 typedef CUresult (*gpa_v1_fn)(const char *, void **, int, cuuint64_t);
 
 static const char *const hooks[] = {
-#define VX_HOOK(fam, name, base, ret, params) #name,
+#define VX_HOOK(fam, name, stream, base, ret, params) #name,
 #define VX_REAL(fam, name, ret, params)
 #include "hooks.def"
 #undef VX_HOOK

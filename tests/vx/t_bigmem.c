@@ -36,7 +36,7 @@ static int bigmem_sizes(size_t vram, size_t *sizes, int max) {
 /* Every entry point the kit bound must be vx's hook of exactly the variant
  * the driver gave (per-thread-stream forms under ptds), or not vx's at all. */
 static const char *const vx_hooks[] = {
-#define VX_HOOK(fam, name, base, ret, params) #name,
+#define VX_HOOK(fam, name, stream, base, ret, params) #name,
 #define VX_REAL(fam, name, ret, params)
 #include "hooks.def"
 #undef VX_HOOK

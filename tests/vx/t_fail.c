@@ -21,7 +21,7 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned, unsigned, unsigned
 CUresult cuGraphLaunch_ptsz(CUgraphExec, CUstream);
 
 static const char *const hooks[] = {
-#define VX_HOOK(fam, name, base, ret, params) #name,
+#define VX_HOOK(fam, name, stream, base, ret, params) #name,
 #define VX_REAL(fam, name, ret, params)
 #include "hooks.def"
 #undef VX_HOOK

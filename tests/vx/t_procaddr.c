@@ -12,7 +12,7 @@ static const struct {
   const char *name, *base;
   int cu;
 } hooks[] = {
-#define VX_HOOK(fam, name, base, ret, params) {#name, base, !strcmp(#fam, "CU")},
+#define VX_HOOK(fam, name, stream, base, ret, params) {#name, base, !strcmp(#fam, "CU")},
 #define VX_REAL(fam, name, ret, params)
 #include "hooks.def"
 #undef VX_HOOK

@@ -1,0 +1,95 @@
+/* exec_int.h: the plan executor's state shared by exec.c (planning, under
+ * the device lock) and exec_issue.c (the plan's driver calls, no lock held). */
+#ifndef VX_TIERS_EXEC_INT_H
+#define VX_TIERS_EXEC_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include "vxhash.h"
+
+#include "exec.h"
+
+#define EX_PLAN_CAP 128
+#define EX_BATCH 64
+#define EX_RING 256  /* events marking the end of recent AHEAD prefetches */
+#define EX_LRING 256 /* events marking the end of recent planned launches */
+#define EX_STARTS 64 /* pointer offsets remembered per allocation (extents) */
+
+typedef struct ex_alloc {
+  uint64_t id;
+  CUdeviceptr base;
+  size_t size;
+  uint32_t nchunks;
+  uint32_t nstarts;
+  uint64_t starts[EX_STARTS]; /* sorted: offsets launches have passed pointers to */
+  uint64_t seen[EX_STARTS];   /* the launch count when each was last passed */
+  uint64_t uses, ups;         /* chunk references by launches; chunks prefetched (pinning) */
+  int pinned;                 /* served from host memory over the link from now on */
+  UT_hash_handle hh;
+  uint32_t *last_use; /* per chunk: the planned launch (ex_dev_t.lseq) that last
+                       * reached it; 0 = none (points past ahead[]) */
+  uint32_t ahead[];   /* per chunk: the AHEAD batch (seq) that brought it in and
+                       * no launch has used since; 0 = none */
+} ex_alloc_t;
+
+/* The side streams: `down` for evictions, `up` for prefetches (so that the
+ * links' two directions overlap: plan k's evictions run while plan k-1's
+ * prefetches land), `now` for the prefetches a launch cannot do without
+ * (the launch's stream waits for them; not behind `up`'s queue), and a ring
+ * of events, one recorded on `up` after each AHEAD batch: a launch that uses
+ * prefetched chunks waits for its batch.  vx moves data only on these: the
+ * batch calls refuse the legacy stream, which is where an application's
+ * default-stream launches (PyTorch's among them) arrive. */
+typedef struct ex_side {
+  CUstream up, down, now;
+  CUevent ev[EX_RING];
+  uint32_t seq[EX_RING]; /* atomic: the batch each event was last recorded for */
+  CUevent lev[EX_LRING];
+  uint32_t lseq[EX_LRING]; /* atomic: the planned launch each was last recorded after */
+} ex_side_t;
+
+typedef struct ex_dev {
+  pthread_mutex_t lock;
+  uint64_t launches; /* exec_extent calls: the age of remembered starts */
+  pol_t *pol;
+  int failed;                      /* pol_create failed: no plans on this device */
+  uint32_t down_issued, up_waited; /* atomic: eviction runs sent down; the last
+                                    * one `up` was ordered after */
+  uint32_t seq;                    /* AHEAD batches planned */
+  uint32_t lseq;                   /* launches planned */
+  ex_alloc_t *by_id;
+  ex_side_t *side; /* atomic; created on first use */
+} ex_dev_t;
+
+/* One action of a plan, with its addresses. */
+typedef struct ex_op {
+  CUdeviceptr p;
+  size_t n;
+  uint64_t id;
+  uint32_t first, count;
+  uint8_t op, when, tier, failed;
+  uint8_t dropped; /* not carried out (a pinned allocation's prefetch, its room) */
+  uint8_t nodata;  /* POL_ACT_NODATA: a first touch, no data to move */
+  uint32_t seq;    /* AHEAD: its batch */
+} ex_op_t;
+
+/* Seq wrap-around compare: a is later than b. */
+static inline int seq_after(uint32_t a, uint32_t b) {
+  return (int32_t)(a - b) > 0;
+}
+
+// ---- exec_issue.c ----
+
+/* The device's side streams and events, created on first use; NULL when
+ * the driver cannot make them.  Thread-safe (racing creators: one wins). */
+ex_side_t *ex_side_get(ex_dev_t *d);
+/* Streams to[0..n) wait for everything enqueued on `after` so far; 0 or -1. */
+int ex_order_after(CUstream after, const CUstream *to, int n);
+/* Stream s waits until AHEAD batch `seq` has landed. */
+void ex_side_wait(ex_dev_t *d, uint32_t seq, CUstream s);
+/* Carries out plan ops[0..n) for a launch on stream s (not capturing);
+ * `last` is the latest planned launch that reached a victim.  No lock
+ * held; failed ops are marked in ops[].failed. */
+void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s, uint32_t last);
+
+#endif

@@ -121,7 +121,6 @@ static int start_locked(void) {
   spill_init();       /* the NVMe tier; off (said why) or on, never fatal */
   budget_host_init(); /* VX_HOST_MAX from MemAvailable at start-up */
   exec_init();
-  vx_set_launch_observer(vx_launch_predict);
   vx_report_init(); /* a path that cannot work is said now, not at exit */
   timeline_every(vx_report_refresh, (unsigned)vx_opt.REPORT_PERIOD);
   timeline_init(); /* VX_REPORT: the sampler thread, which also rewrites the report */

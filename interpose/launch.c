@@ -1,175 +1,21 @@
-/* Launch hooks: count, hand the launch to the observer (the predictor's
- * hook point: vx_launch_predict), then launch.  No allocation or syscall
- * on this path (but for launches past the on-stack arrays: OBS_MAX_VALS
- * values, OBS_MAX_ALLOCS allocations); one registry read lock when nothing
- * has to move. */
+/* Launch hooks (every kernel and graph launch variant): count, plan
+ * (tiers/launch_plan.c: what the launch reaches made ready, traced and
+ * planned for), launch, then mark the launch enqueued.  A graph launch's
+ * pointers are the ones graph.c collected for the executable graph. */
 #include "launch.h"
 
-#include "exec.h"
 #include <stdlib.h>
 
+#include "exec.h"
+#include "launch_plan.h"
 #include "observe.h"
-#include "ptrref.h"
 #include "spill.h"
 #include "spill_order.h"
-#include "trace_rec.h"
 #include "vx.h"
-
-static vx_launch_observer_fn launch_observer;
-
-void vx_set_launch_observer(vx_launch_observer_fn fn) {
-  __atomic_store_n(&launch_observer, fn, __ATOMIC_RELEASE);
-}
-
-// ---- vx's observer ----
-
-static CUstream launch_stream(const vx_launch_t *l) {
-  return vx_hook_stream(l->hook, l->stream);
-}
-
-/* 1 capturing, 0 not, -1 the query failed (the legacy stream during
- * another stream's global capture, or a driver error).  Unknown is neither:
- * vx enqueues nothing of its own on the stream (it may capture), but what
- * the launch reads is still restored, in the capture-safe way (the spill
- * tier's copies use vx's own stream in relaxed mode), so it never runs on
- * discarded pages. */
-static int capturing(CUstream s) {
-  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (VX_CALL(cuStreamIsCapturing, s, &st) != CUDA_SUCCESS) {
-    VX_LOG_ONCE(VX_LOG_INFO, "cuStreamIsCapturing failed: a launch is restored, not predicted");
-    return -1;
-  }
-  return st != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
-/* The spill tier's contract: every allocation the launch reaches is whole
- * again before the launch is enqueued (the whole allocation, not only from
- * the pointer on: a kernel may index anywhere in its buffer), and pinned
- * until then.  One call for all of them, however many (on the heap past
- * OBS_MAX_ALLOCS): none is spilled to make room for another.  A set that
- * could not be completed (no memory) restores everything instead. */
-static CUresult make_resident(const obs_set_t *s, CUstream st) {
-  CUdeviceptr p0[OBS_MAX_ALLOCS], *p = p0;
-  size_t n0[OBS_MAX_ALLOCS], *n = n0;
-  if (s->oom) return spill_unseen_launch();
-  if (s->nonnative > OBS_MAX_ALLOCS) {
-    p = malloc((size_t)s->nonnative * sizeof *p);
-    n = malloc((size_t)s->nonnative * sizeof *n);
-  }
-  CUresult r;
-  if (!p || !n) {
-    r = spill_unseen_launch();
-  } else {
-    int k = 0;
-    for (int i = 0; i < s->n; i++) {
-      if (s->a[i].tier == VX_TIER_NATIVE) continue;
-      p[k] = s->a[i].base, n[k++] = SPILL_WHOLE;
-    }
-    r = k ? spill_make_resident_many(p, n, k, st) : CUDA_SUCCESS;
-  }
-  if (p != p0) free(p);
-  if (n != n0) free(n);
-  return r;
-}
-
-/* Chunk ranges for the policy and the trace: from the lowest pointer into
- * each allocation to the end of the objects the pointers name.  What lies
- * before a pointer is out (C semantics: the object a pointer argument
- * names starts there); where an object ends is learned (exec_extent: the
- * next pointer other launches pass into the same allocation), else the
- * allocation's end.  So the tensors of a caching allocator's segment do
- * not drag in the rest of it.  A miss is only a fault: managed memory
- * stays correct.  The spill tier, where a miss would be data loss, gets
- * whole allocations (make_resident above). */
-static uint32_t ranges_of(const obs_set_t *s, const CUdeviceptr *vals, int nv, pol_range_t *r,
-                          int nonnative_only, int *dev) {
-  uint32_t n = 0;
-  for (int i = 0; i < s->n; i++) {
-    const vx_alloc_info_t *a = &s->a[i];
-    if ((nonnative_only && a->tier == VX_TIER_NATIVE) || !a->id) continue;
-    uint32_t first = (uint32_t)((s->lo[i] - a->base) >> VX_CHUNK_SHIFT);
-    uint32_t count = (uint32_t)((a->size - 1) >> VX_CHUNK_SHIFT) - first + 1;
-    if (a->tier != VX_TIER_NATIVE && a->size > (1ull << VX_CHUNK_SHIFT)) {
-      /* Movable and more than a chunk: bounded by the objects' extents (of
-       * the first OBS_MAX_VALS pointers into it: a hint for the policy,
-       * never what the spill tier restores). */
-      uint64_t offs[OBS_MAX_VALS];
-      int k = 0;
-      for (int v = 0; v < nv && k < OBS_MAX_VALS; v++)
-        if (vals[v] >= a->base && vals[v] - a->base < a->size) offs[k++] = vals[v] - a->base;
-      exec_extent(a->dev, a->id, a->size, offs, k, &first, &count);
-    }
-    r[n++] = (pol_range_t){
-        .alloc_id = a->id, .first = first, .count = count, .mode = POL_ACCESS_UNKNOWN};
-    if (*dev < 0) *dev = a->dev;
-  }
-  return n;
-}
-
-/* The launch reaches the allocations of s (kernel: 0 = not known yet). */
-static CUresult predict_set(const vx_launch_t *l, const obs_set_t *s, const CUdeviceptr *vals,
-                            int nv, uint64_t kernel, int tracing) {
-  CUstream st = launch_stream(l);
-  int cap = capturing(st);
-  if (cap > 0) return CUDA_SUCCESS; /* recorded, not run: seen at cuGraphLaunch */
-  if ((s->nonnative || s->oom) && spill_armed()) {
-    CUresult r = make_resident(s, st);
-    if (r != CUDA_SUCCESS || cap < 0) return r;
-  }
-  if (cap < 0) return CUDA_SUCCESS; /* may be capturing: nothing of vx's enqueued */
-  if (!kernel) kernel = obs_kernel_id(l->f);
-  pol_range_t r0[OBS_MAX_ALLOCS], *r = r0;
-  if (s->n > OBS_MAX_ALLOCS && !(r = malloc((size_t)s->n * sizeof *r)))
-    return CUDA_SUCCESS; /* no memory: not predicted, not traced (data is resident) */
-  int dev = -1;
-  if (tracing) {
-    uint32_t n = ranges_of(s, vals, nv, r, 0, &dev);
-    if (n) trace_rec_launch(dev, kernel, (uint64_t)(uintptr_t)st, r, n);
-  }
-  dev = -1;
-  uint32_t n = s->nonnative && exec_planning() ? ranges_of(s, vals, nv, r, 1, &dev) : 0;
-  CUresult rc = n ? exec_launch(dev, kernel, st, r, n) : CUDA_SUCCESS;
-  if (r != r0) free(r);
-  return rc;
-}
-
-/* The launch reaches vals[0..nv), and what pointers stored in device
- * memory among them reach (ptrref_expand). */
-static CUresult predict_vals(const vx_launch_t *l, const CUdeviceptr *vals, int nv,
-                             uint64_t kernel) {
-  int tracing = trace_rec_on();
-  if (!tracing && !obs_maybe_nonnative(vals, nv)) return CUDA_SUCCESS; /* all native */
-  obs_set_t s;
-  obs_set_init(&s);
-  obs_resolve(vals, nv, &s);
-  ptrref_expand(&s);
-  CUresult r = CUDA_SUCCESS;
-  if (s.nonnative || tracing || s.oom) /* else the hot path ends here */
-    r = predict_set(l, &s, vals, nv, kernel, tracing);
-  obs_set_fini(&s);
-  return r;
-}
-
-/* A launch whose pointer arguments vx cannot learn (obs_values or
- * graph_values said -1): no prediction, no trace record, and the spill
- * tier can no longer prove it sees every access.  The rule: the first such
- * launch while the tier is on restores every spilled chunk and stops all
- * spilling for good (spill_unseen_launch); simplest correct with threads,
- * since nothing can be spilled between the restore and this enqueue.  A
- * capturing stream only records it: the graph's launch decides then. */
-static __attribute__((noinline)) CUresult launch_unseen(const vx_launch_t *l) {
-  if (capturing(launch_stream(l)) > 0) return CUDA_SUCCESS; /* unknown: restore */
-  ctr_add(vx_tls_dev, VX_CTR_launches_unseen, 1);
-  VX_LOG_ONCE(VX_LOG_INFO,
-              "a %s whose pointer arguments vx cannot learn: not predicted "
-              "(counted in launches_unseen)",
-              l->graph ? "graph launch" : "kernel launch");
-  return spill_armed() ? spill_unseen_launch() : CUDA_SUCCESS;
-}
 
 /* A graph launch's values: on the stack up to OBS_GRAPH_VALS, else on the
  * heap, so that a graph of thousands of nodes is read whole. */
-static __attribute__((noinline)) CUresult predict_graph(const vx_launch_t *l) {
+static __attribute__((noinline)) CUresult plan_graph(const vx_launch_t *l) {
   CUdeviceptr v0[OBS_GRAPH_VALS], *vals = v0;
   uint64_t kernel = 1;
   if (spill_armed()) graph_htod_note(l->graph); /* pointer arrays the graph copies in */
@@ -179,35 +25,14 @@ static __attribute__((noinline)) CUresult predict_graph(const vx_launch_t *l) {
     CUdeviceptr *h = realloc(vals == v0 ? NULL : vals, (size_t)want * sizeof *h);
     if (!h) {
       if (vals != v0) free(vals);
-      return launch_unseen(l);
+      return launch_plan_unseen(l);
     }
     vals = h;
     if ((nv = graph_values(l->graph, vals, want, &kernel)) <= want) break;
   }
-  CUresult r = nv < 0 ? launch_unseen(l) : predict_vals(l, vals, nv, kernel);
+  CUresult r = nv < 0 ? launch_plan_unseen(l) : launch_plan_values(l, vals, nv, kernel);
   if (vals != v0) free(vals);
   return r;
-}
-
-/* A launch with more than OBS_MAX_VALS values (CUDA 12.1 allows 32 KiB of
- * parameters): all of them, on the heap. */
-static __attribute__((noinline)) CUresult predict_big(const vx_launch_t *l, int want) {
-  CUdeviceptr *vals = malloc((size_t)want * sizeof *vals);
-  if (!vals) return launch_unseen(l);
-  int nv = obs_values(l->f, l->params, l->extra, vals, want);
-  CUresult r = nv < 0 || nv > want ? launch_unseen(l) : predict_vals(l, vals, nv, 0);
-  free(vals);
-  return r;
-}
-
-CUresult vx_launch_predict(const vx_launch_t *l) {
-  if (!exec_planning() && !trace_rec_on() && !spill_armed())
-    return CUDA_SUCCESS; /* demand, static */
-  if (l->graph) return predict_graph(l);
-  CUdeviceptr vals[OBS_MAX_VALS];
-  int nv = obs_values(l->f, l->params, l->extra, vals, OBS_MAX_VALS);
-  if (nv > OBS_MAX_VALS) return predict_big(l, nv);
-  return nv < 0 ? launch_unseen(l) : predict_vals(l, vals, nv, 0);
 }
 
 /* After the real launch: a planned launch marks its end for the evictions
@@ -228,8 +53,8 @@ static inline CUresult launched(int on, CUstream s, CUresult r) {
 
 static inline CUresult observe(const vx_launch_t *l, int counter) {
   ctr_add(vx_tls_dev, counter, 1);
-  vx_launch_observer_fn fn = __atomic_load_n(&launch_observer, __ATOMIC_ACQUIRE);
-  return fn ? fn(l) : CUDA_SUCCESS;
+  if (l->graph) return launch_plan_needed() ? plan_graph(l) : CUDA_SUCCESS;
+  return launch_plan(l);
 }
 
 #define VX_LAUNCH_HOOK(name)                                                                       \
@@ -239,7 +64,7 @@ static inline CUresult observe(const vx_launch_t *l, int counter) {
     VX_ENTER(on);                                                                                  \
     if (on) {                                                                                      \
       vx_launch_t l = {                                                                            \
-          .hook = VX_ID_##name, .f = f, .stream = s, .params = params, .extra = extra};            \
+          .f = f, .stream = VX_HOOK_STREAM(name, s), .params = params, .extra = extra};            \
       CUresult r = observe(&l, VX_CTR_launches);                                                   \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
@@ -254,12 +79,10 @@ VX_LAUNCH_HOOK(cuLaunchKernel_ptsz)
   CUresult name(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {         \
     VX_ENTER(on);                                                                                  \
     if (on) {                                                                                      \
-      vx_launch_t l = {.hook = VX_ID_##name,                                                       \
-                       .f = f,                                                                     \
-                       .stream = config ? config->hStream : NULL,                                  \
+      vx_launch_t l = {.f = f,                                                                     \
+                       .stream = VX_HOOK_STREAM(name, config ? config->hStream : NULL),            \
                        .params = params,                                                           \
-                       .extra = extra,                                                             \
-                       .config = config};                                                          \
+                       .extra = extra};                                                            \
       CUresult r = observe(&l, VX_CTR_launches);                                                   \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
@@ -275,7 +98,7 @@ VX_LAUNCH_EX_HOOK(cuLaunchKernelEx_ptsz)
                 unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void **params) { \
     VX_ENTER(on);                                                                                  \
     if (on) {                                                                                      \
-      vx_launch_t l = {.hook = VX_ID_##name, .f = f, .stream = s, .params = params};               \
+      vx_launch_t l = {.f = f, .stream = VX_HOOK_STREAM(name, s), .params = params};               \
       CUresult r = observe(&l, VX_CTR_launches);                                                   \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \
@@ -290,7 +113,7 @@ VX_LAUNCH_COOP_HOOK(cuLaunchCooperativeKernel_ptsz)
   CUresult name(CUgraphExec g, CUstream s) {                                                       \
     VX_ENTER(on);                                                                                  \
     if (on) {                                                                                      \
-      vx_launch_t l = {.hook = VX_ID_##name, .stream = s, .graph = g};                             \
+      vx_launch_t l = {.stream = VX_HOOK_STREAM(name, s), .graph = g};                             \
       CUresult r = observe(&l, VX_CTR_graph_launches);                                             \
       if (r != CUDA_SUCCESS) return r;                                                             \
     }                                                                                              \

@@ -99,6 +99,13 @@ static ex_dev_t *dev_of(int dev) {
 
 // ---- set-up ----
 
+/* VX_POLICY's choices (choices.def) name policy/'s kinds of the same value
+ * (test_options.c checks the names too). */
+_Static_assert((int)VX_POLICY_PREDICT == (int)POL_PREDICT &&
+                   (int)VX_POLICY_DEMAND == (int)POL_DEMAND &&
+                   (int)VX_POLICY_STATIC == (int)POL_STATIC,
+               "choices.def's POLICY list is policy/policy.h's pol_kind_t, in order");
+
 void exec_init(void) {
   /* Without parameter layouts no launch is seen: nothing to plan from (the
    * one line saying so is move_probe's). */

@@ -42,6 +42,14 @@ static void atfork_child(void) {
 
 // ---- init / fini ----
 
+/* VX_NVME_ENGINE's choices (choices.def) are nvme_engine_t's values, in
+ * order: open_swap casts one into the other (test_options.c checks the
+ * names too). */
+_Static_assert((int)VX_NVME_ENGINE_AUTO == (int)NVME_ENGINE_AUTO &&
+                   (int)VX_NVME_ENGINE_URING == (int)NVME_ENGINE_URING &&
+                   (int)VX_NVME_ENGINE_POOL == (int)NVME_ENGINE_POOL,
+               "choices.def's NVME_ENGINE list is nvme/nvme.h's engine enum");
+
 static int open_swap(void) {
   nvme_config_t cfg = {.dir = vx_opt.NVME_DIR.s,
                        .limit = vx_size_resolve(&vx_opt.NVME_LIMIT, 0),

@@ -135,11 +135,20 @@ static inline void vx_lock_forget_all(void) {
   vx_lock_held = 0;
 }
 
+/* A held lock of `rank` that the thread leaves locked on purpose (the
+ * ledger's, in a segment it abandons): no longer counted as held. */
+static inline void vx_lock_forget(int rank) {
+  vx_lock_release_(rank);
+}
+
 #else
 
 #define vx_lock_acquire_(rank) ((void)(rank))
 #define vx_lock_release_(rank) ((void)(rank))
 static inline void vx_lock_forget_all(void) {}
+static inline void vx_lock_forget(int rank) {
+  (void)rank;
+}
 
 #endif
 

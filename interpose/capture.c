@@ -6,6 +6,7 @@
 
 #include "move.h"
 #include "vx.h"
+#include "locks.h"
 
 // ---- the captures in progress ----
 
@@ -44,26 +45,21 @@ static int same(const cap_t *c, CUstream s) {
 
 /* fork: the table's lock is taken before, released in the parent; the
  * child starts with none (the driver cannot be used across fork, so no
- * capture of the parent goes on there).  Registered at the first capture. */
-static void cap_prepare(void) {
-  pthread_mutex_lock(&cap_mu);
+ * capture of the parent goes on there).  Registered by init.c's fork list. */
+void capture_atfork_prepare(void) {
+  vx_mutex_lock(&cap_mu, VX_RANK_CAP);
 }
-static void cap_parent(void) {
-  pthread_mutex_unlock(&cap_mu);
+void capture_atfork_parent(void) {
+  vx_mutex_unlock(&cap_mu, VX_RANK_CAP);
 }
-static void cap_child(void) {
+void capture_atfork_child(void) {
   pthread_mutex_init(&cap_mu, NULL);
   __atomic_store_n(&saturated, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&ncaps, 0, __ATOMIC_RELAXED);
 }
-static pthread_once_t cap_once = PTHREAD_ONCE_INIT;
-static void cap_atfork(void) {
-  pthread_atfork(cap_prepare, cap_parent, cap_child);
-}
 
 static void cap_add(CUstream s) {
-  pthread_once(&cap_once, cap_atfork);
-  pthread_mutex_lock(&cap_mu);
+  vx_mutex_lock(&cap_mu, VX_RANK_CAP);
   my_caps++;
   if (ncaps < CAP_MAX) {
     caps[ncaps] = (cap_t){.s = s, .thr = pthread_self()};
@@ -76,7 +72,7 @@ static void cap_add(CUstream s) {
                 "movement and spills as if one were always in progress",
                 CAP_MAX);
   }
-  pthread_mutex_unlock(&cap_mu);
+  vx_mutex_unlock(&cap_mu, VX_RANK_CAP);
 }
 
 /* The capture on s ended, or failed to end (r: what cuStreamEndCapture
@@ -89,7 +85,7 @@ static void cap_end(CUstream s, CUresult r) {
   int still = q == CUDA_SUCCESS ? st != CU_STREAM_CAPTURE_STATUS_NONE
                                 : r == CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
   if (still) return;
-  pthread_mutex_lock(&cap_mu);
+  vx_mutex_lock(&cap_mu, VX_RANK_CAP);
   int i = 0;
   while (i < ncaps && !same(&caps[i], s))
     i++;
@@ -100,7 +96,7 @@ static void cap_end(CUstream s, CUresult r) {
     __atomic_store_n(&ncaps, n, __ATOMIC_RELAXED);
   }
   /* else: a capture vx never saw begin (begun while vx passed through) */
-  pthread_mutex_unlock(&cap_mu);
+  vx_mutex_unlock(&cap_mu, VX_RANK_CAP);
 }
 
 // ---- vx's own calls during a capture ----

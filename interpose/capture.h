@@ -42,4 +42,9 @@ int vx_capture_mine(void);
  * the first failing call. */
 CUresult vx_capture_safe_htod(CUdeviceptr dst, const void *src, size_t n);
 
+/* fork handlers of the capture table's lock (init.c's fork list). */
+void capture_atfork_prepare(void);
+void capture_atfork_parent(void);
+void capture_atfork_child(void);
+
 #endif

@@ -2,6 +2,7 @@
  * A robust process-shared mutex guards a fixed table of {pid, start, bytes};
  * each holder keeps an OFD lock on its slot's byte, which the kernel drops at death. */
 #include "ledger.h"
+#include "locks.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -212,7 +213,7 @@ static int claim_locked(struct ledger_seg *s, int fd) {
 /* Locks the table; a holder that died inside the lock is repaired after
  * (the table is consistent slot by slot) and dead slots reclaimed. */
 static int seg_lock(struct ledger_seg *s, int fd, int self) {
-  int rc = pthread_mutex_lock(&s->lock);
+  int rc = vx_mutex_lock(&s->lock, VX_RANK_LEDGER);
   if (rc == EOWNERDEAD) {
     pthread_mutex_consistent(&s->lock);
     reclaim_locked(s, fd, self);
@@ -222,7 +223,7 @@ static int seg_lock(struct ledger_seg *s, int fd, int self) {
 }
 
 static void seg_unlock(struct ledger_seg *s) {
-  pthread_mutex_unlock(&s->lock);
+  vx_mutex_unlock(&s->lock, VX_RANK_LEDGER);
 }
 
 static int seg_init_lock(struct ledger_seg *s, int pshared) {
@@ -421,7 +422,7 @@ static struct ledger_seg *acquire(vx_ledger_t *l, int claim, int *self) {
   for (;;) {
     struct ledger_priv *p = __atomic_load_n(&l->priv, __ATOMIC_ACQUIRE);
     if (p) {
-      int rc = pthread_mutex_lock(&p->seg.lock);
+      int rc = vx_mutex_lock(&p->seg.lock, VX_RANK_LEDGER);
       if (rc) {
         *self = -rc;
         return NULL;
@@ -440,7 +441,7 @@ static struct ledger_seg *acquire(vx_ledger_t *l, int claim, int *self) {
     }
     if (__atomic_load_n(&l->priv, __ATOMIC_ACQUIRE)) continue;
     int dead = 0;
-    rc = pthread_mutex_lock(&l->seg->lock);
+    rc = vx_mutex_lock(&l->seg->lock, VX_RANK_LEDGER);
     if (rc == EOWNERDEAD) { /* repaired below, once this process may test locks */
       pthread_mutex_consistent(&l->seg->lock);
       dead = 1;
@@ -457,6 +458,7 @@ static struct ledger_seg *acquire(vx_ledger_t *l, int claim, int *self) {
        * initialise it afresh.  Either way this process leaves it. */
       if (!intact && ftruncate(l->fd, sizeof *l->seg) != 0) {
         /* cannot re-extend: leave the lock word alone rather than fault */
+        vx_lock_forget(VX_RANK_LEDGER);
       } else {
         seg_unlock(l->seg);
       }

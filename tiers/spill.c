@@ -9,6 +9,7 @@
 
 #include "spill_int.h"
 #include "vx.h"
+#include "locks.h"
 
 int spill_any(void) {
   return __atomic_load_n(&spill_g.any, __ATOMIC_RELAXED) != 0;
@@ -126,13 +127,13 @@ CUresult spill_make_resident_many(const CUdeviceptr *p, const size_t *n, int cou
       return no_room_to_pin();
     }
     if (!R.k) return CUDA_SUCCESS;
-    pthread_mutex_lock(&spill_g.mu);
+    vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
     if (spill_g.forgets == seen) break;
-    pthread_mutex_unlock(&spill_g.mu); /* a free raced with the lookup */
+    vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL); /* a free raced with the lookup */
   }
   spill_pin_t *call = spill_pin_call_locked(ps, R.k);
   if (!call) {
-    pthread_mutex_unlock(&spill_g.mu);
+    vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
     reach_free(&R);
     return no_room_to_pin();
   }
@@ -147,7 +148,7 @@ CUresult spill_make_resident_many(const CUdeviceptr *p, const size_t *n, int cou
   ps->n[ps->head] = R.k;
   if (!rc) spill_enforce_locked(); /* over the limit: a warning was said */
   spill_publish_locked();
-  pthread_mutex_unlock(&spill_g.mu);
+  vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
   reach_free(&R);
   if (rc)
     VX_LOG_ONCE(VX_LOG_ERROR, "restore from the NVMe swap failed (%s): the operation fails",
@@ -165,9 +166,9 @@ int spill_chunks(CUdeviceptr base, uint32_t first, uint32_t count) {
   for (;;) {
     uint64_t seen = __atomic_load_n(&spill_g.forgets, __ATOMIC_ACQUIRE);
     if (reg_lookup(base, &a) || a.base != base || !spill_spillable(&a)) return -EINVAL;
-    pthread_mutex_lock(&spill_g.mu);
+    vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
     if (spill_g.forgets == seen) break;
-    pthread_mutex_unlock(&spill_g.mu); /* a free raced with the lookup */
+    vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL); /* a free raced with the lookup */
   }
   spill_rec_t *r = spill_rec_get_locked(&a);
   int rc = r ? 0 : -ENOMEM;
@@ -179,19 +180,19 @@ int spill_chunks(CUdeviceptr base, uint32_t first, uint32_t count) {
     if (k) rc = spill_batch_locked(v, k);
   }
   spill_publish_locked();
-  pthread_mutex_unlock(&spill_g.mu);
+  vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
   return rc;
 }
 
 void spill_forget(CUdeviceptr base, size_t size) {
   (void)size;
   if (!spill_armed()) return;
-  pthread_mutex_lock(&spill_g.mu);
+  vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
   spill_rec_t *r = spill_rec_find_locked(base);
   if (r) spill_rec_drop_locked(r);
   __atomic_store_n(&spill_g.forgets, spill_g.forgets + 1, __ATOMIC_RELEASE);
   spill_publish_locked();
-  pthread_mutex_unlock(&spill_g.mu);
+  vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
 }
 
 // ---- unseen launches (CUkernel handles) ----
@@ -199,7 +200,7 @@ void spill_forget(CUdeviceptr base, size_t size) {
 CUresult spill_unseen_launch(void) {
   if (!spill_armed()) return CUDA_SUCCESS;
   if (__atomic_load_n(&spill_g.unseen, __ATOMIC_RELAXED) && !spill_any()) return CUDA_SUCCESS;
-  pthread_mutex_lock(&spill_g.mu);
+  vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
   int first = !spill_g.unseen, rc = 0;
   __atomic_store_n(&spill_g.unseen, 1, __ATOMIC_RELAXED);
   spill_rec_t *r, *tmp;
@@ -208,7 +209,7 @@ CUresult spill_unseen_launch(void) {
       if (e && !rc) rc = e;
     }
   spill_publish_locked();
-  pthread_mutex_unlock(&spill_g.mu);
+  vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
   if (first)
     VX_LOG_ONCE(VX_LOG_WARN,
                 "a kernel launch whose pointer arguments vx cannot learn: spilled data "

@@ -7,6 +7,7 @@
 #include "spill.h"
 #include "spill_int.h"
 #include "vx.h"
+#include "locks.h"
 
 /* VX_NVME_ENGINE's value is passed to nvme/ as its engine: the two lists
  * (choices.def, nvme.h) must stay in one order. */
@@ -24,15 +25,15 @@ static void nvme_say(void *arg, const char *msg) {
 
 // ---- fork ----
 
-static void atfork_prepare(void) {
-  pthread_mutex_lock(&spill_g.mu);
+void spill_atfork_prepare(void) {
+  vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
 }
-static void atfork_parent(void) {
-  pthread_mutex_unlock(&spill_g.mu);
+void spill_atfork_parent(void) {
+  vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
 }
 /* The child shares the parent's swap file offsets but not its driver state:
  * the tier is off there (spilled contents stay the parent's). */
-static void atfork_child(void) {
+void spill_atfork_child(void) {
   pthread_mutex_init(&spill_g.mu, NULL);
   if (spill_g.swap) nvme_swap_abandon(spill_g.swap);
   spill_g.swap = NULL;
@@ -82,7 +83,6 @@ int spill_init(void) {
            vx_opt.NVME_DIR.s, strerror(-rc));
     return rc;
   }
-  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
   __atomic_store_n(&spill_g.armed, 1, __ATOMIC_RELEASE);
   return 0;
 }
@@ -90,11 +90,11 @@ int spill_init(void) {
 void spill_fini(void) {
   if (!spill_armed()) return;
   __atomic_store_n(&spill_g.armed, 0, __ATOMIC_RELEASE);
-  pthread_mutex_lock(&spill_g.mu);
+  vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
   spill_stats_sync_locked(0);
   spill_drop_all_locked();
   spill_bounce_forget_locked();
   nvme_swap_close(spill_g.swap);
   spill_g.swap = NULL;
-  pthread_mutex_unlock(&spill_g.mu);
+  vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
 }

@@ -7,9 +7,18 @@
 
 #include <stdint.h>
 
+/* A gauge row of counters.def as its two counters, value then peak: for
+ * includers that want one VX_COUNTER per counter (#define VX_GAUGE
+ * VX_GAUGE_ROWS). */
+#define VX_GAUGE_ROWS(name, help)                                                                  \
+  VX_COUNTER(name, CUR, help)                                                                      \
+  VX_COUNTER(name##_peak, PEAK, "peak of " #name)
+
 enum vx_counter_id {
 #define VX_COUNTER(name, kind, help) VX_CTR_##name,
+#define VX_GAUGE VX_GAUGE_ROWS
 #include "counters.def"
+#undef VX_GAUGE
 #undef VX_COUNTER
   VX_CTR_COUNT
 };
@@ -20,7 +29,9 @@ enum { VX_CTR_KIND_SUM, VX_CTR_KIND_CUR, VX_CTR_KIND_PEAK };
 typedef union vx_counters {
   struct {
 #define VX_COUNTER(name, kind, help) uint64_t name;
+#define VX_GAUGE VX_GAUGE_ROWS
 #include "counters.def"
+#undef VX_GAUGE
 #undef VX_COUNTER
   };
   uint64_t v[VX_CTR_COUNT];
@@ -30,7 +41,8 @@ const char *vx_counter_name(int id);
 /* Its help text from counters.def. */
 const char *vx_counter_help(int id);
 int vx_counter_kind(int id);
-/* Id of the PEAK counter tracking CUR counter `id` (stem + "_peak"), or -1. */
+/* Id of the PEAK counter of gauge value `id` (counters.def's VX_GAUGE
+ * rows: a table, no name matching), or -1 for any other counter. */
 int vx_counter_peak_of(int id);
 
 typedef void (*vx_out_fn)(void *arg, const char *text);

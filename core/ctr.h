@@ -17,7 +17,8 @@ static inline int ctr_slot(int dev) {
 static inline void ctr_add(int dev, int id, uint64_t n) {
   __atomic_fetch_add(&vx_ctr[ctr_slot(dev)].v[id], n, __ATOMIC_RELAXED);
 }
-/* Adds to a CUR counter and raises its PEAK; marks the device as seen. */
+/* Adds to a CUR counter and raises its PEAK (if it is a gauge's value);
+ * marks the device as seen. */
 void ctr_cur_add(int dev, int id, uint64_t n);
 /* Subtracts from a CUR counter, saturating at 0 (then `underflows`++). */
 void ctr_cur_sub(int dev, int id, uint64_t n);

@@ -25,16 +25,9 @@ static void ctr_raise_peak(uint64_t *peak, uint64_t v) {
 }
 
 void ctr_cur_add(int dev, int id, uint64_t n) {
-  static int peak_of[VX_CTR_COUNT];
-  static int peak_ready;
-  if (!__atomic_load_n(&peak_ready, __ATOMIC_ACQUIRE)) {
-    for (int i = 0; i < VX_CTR_COUNT; i++) /* idempotent: racing threads write the same values */
-      __atomic_store_n(&peak_of[i], vx_counter_peak_of(i), __ATOMIC_RELAXED);
-    __atomic_store_n(&peak_ready, 1, __ATOMIC_RELEASE);
-  }
   vx_counters_t *c = &vx_ctr[ctr_slot(dev)];
   uint64_t v = __atomic_add_fetch(&c->v[id], n, __ATOMIC_RELAXED);
-  int p = __atomic_load_n(&peak_of[id], __ATOMIC_RELAXED);
+  int p = vx_counter_peak_of(id); /* a constant table (counters.def's gauges) */
   if (p >= 0) ctr_raise_peak(&c->v[p], v);
   ctr_note_device(dev);
 }

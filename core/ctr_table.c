@@ -1,10 +1,9 @@
-/* The counter table from counters.def: names, kinds, PEAK/CUR pairing (for
- * the live counters, tiers/ctr_live.c, and `vx stat`) and the text/JSON
- * printer of the exit report. */
+/* The counter table from counters.def: names, kinds, each gauge's value ->
+ * peak pairing (for the live counters, tiers/ctr_live.c, and `vx stat`) and
+ * the text/JSON printer of the exit report. */
 #include "counters.h"
 
 #include <stdio.h>
-#include <string.h>
 
 static const struct {
   const char *name;
@@ -12,9 +11,28 @@ static const struct {
   const char *help; /* vx stat --prometheus's HELP lines */
 } ctr_table[] = {
 #define VX_COUNTER(name, kind, help) {#name, VX_CTR_KIND_##kind, help},
+#define VX_GAUGE VX_GAUGE_ROWS
 #include "counters.def"
+#undef VX_GAUGE
 #undef VX_COUNTER
 };
+
+/* Each gauge's value -> its peak; 0 (no counter's peak: a peak follows its
+ * value, so it is never id 0) for every other counter. */
+static const unsigned short peak_of[VX_CTR_COUNT] = {
+#define VX_COUNTER(name, kind, help)
+#define VX_GAUGE(name, help) [VX_CTR_##name] = VX_CTR_##name##_peak,
+#include "counters.def"
+#undef VX_GAUGE
+#undef VX_COUNTER
+};
+
+#define VX_COUNTER(name, kind, help)
+#define VX_GAUGE(name, help)                                                                       \
+  _Static_assert(VX_CTR_##name##_peak == VX_CTR_##name + 1, "a gauge's peak follows its value");
+#include "counters.def"
+#undef VX_GAUGE
+#undef VX_COUNTER
 
 _Static_assert(sizeof(vx_counters_t) == VX_CTR_COUNT * sizeof(uint64_t), "counters are uint64_t");
 
@@ -29,14 +47,7 @@ int vx_counter_kind(int id) {
 }
 
 int vx_counter_peak_of(int id) {
-  if (vx_counter_kind(id) != VX_CTR_KIND_CUR) return -1;
-  size_t len = strlen(ctr_table[id].name);
-  for (int i = 0; i < VX_CTR_COUNT; i++)
-    if (ctr_table[i].kind == VX_CTR_KIND_PEAK &&
-        !strncmp(ctr_table[i].name, ctr_table[id].name, len) &&
-        !strcmp(ctr_table[i].name + len, "_peak"))
-      return i;
-  return -1;
+  return id >= 0 && id < VX_CTR_COUNT && peak_of[id] ? peak_of[id] : -1;
 }
 
 void vx_counters_print_one(const vx_counters_t *c, int json, int all, vx_out_fn out, void *arg) {

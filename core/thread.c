@@ -1,6 +1,7 @@
 /* vx_thread_start: a thread of vx's that is running its own code by the
  * time the call returns, with every signal blocked. */
 #include "thread.h"
+#include "locks.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -17,10 +18,10 @@ static void *trampoline(void *p) {
   struct start *s = p; /* on the creator's stack: read it before saying so */
   void *(*fn)(void *) = s->fn;
   void *arg = s->arg;
-  pthread_mutex_lock(&s->mu);
+  vx_mutex_lock(&s->mu, VX_RANK_THREAD_START);
   s->running = 1;
   pthread_cond_signal(&s->cv);
-  pthread_mutex_unlock(&s->mu);
+  vx_mutex_unlock(&s->mu, VX_RANK_THREAD_START);
   return fn(arg);
 }
 
@@ -34,10 +35,10 @@ int vx_thread_start(pthread_t *t, void *(*fn)(void *), void *arg) {
   int rc = pthread_create(t, NULL, trampoline, &s);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc == 0) {
-    pthread_mutex_lock(&s.mu);
+    vx_mutex_lock(&s.mu, VX_RANK_THREAD_START);
     while (!s.running)
       pthread_cond_wait(&s.cv, &s.mu);
-    pthread_mutex_unlock(&s.mu);
+    vx_mutex_unlock(&s.mu, VX_RANK_THREAD_START);
   }
   pthread_cond_destroy(&s.cv);
   pthread_mutex_destroy(&s.mu);

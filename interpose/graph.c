@@ -13,6 +13,7 @@
 #include "ptrref.h"
 #include "spill.h"
 #include "vx.h"
+#include "locks.h"
 
 /* Where one node's values lie in vals: what cuGraphExec*NodeSetParams and
  * cuGraphExecUpdate replace. */
@@ -276,10 +277,10 @@ static gx_t *collect(CUgraphExec e, CUgraph g) {
 
 static void forget(CUgraphExec e) {
   gx_t *x;
-  pthread_mutex_lock(&gx_lock);
+  vx_mutex_lock(&gx_lock, VX_RANK_GRAPH);
   HASH_FIND_PTR(gx_tab, &e, x);
   if (x) HASH_DEL(gx_tab, x);
-  pthread_mutex_unlock(&gx_lock);
+  vx_mutex_unlock(&gx_lock, VX_RANK_GRAPH);
   gx_free(x);
 }
 
@@ -287,18 +288,18 @@ static void remember(CUgraphExec e, CUgraph g) {
   gx_t *x = collect(e, g);
   forget(e); /* a handle the driver reuses */
   if (!x) return;
-  pthread_mutex_lock(&gx_lock);
+  vx_mutex_lock(&gx_lock, VX_RANK_GRAPH);
   vxhash_oomed = 0;
   HASH_ADD_PTR(gx_tab, g, x);
   int oomed = vxhash_oomed;
-  pthread_mutex_unlock(&gx_lock);
+  vx_mutex_unlock(&gx_lock, VX_RANK_GRAPH);
   if (oomed) gx_free(x); /* its launches are then unseen: restore-all */
 }
 
 int graph_values(CUgraphExec e, CUdeviceptr *vals, int cap, uint64_t *kernel) {
   gx_t *x;
   int n = -1; /* a graph vx did not see instantiated (or could not read) */
-  pthread_mutex_lock(&gx_lock);
+  vx_mutex_lock(&gx_lock, VX_RANK_GRAPH);
   HASH_FIND_PTR(gx_tab, &e, x);
   if (x && x->unseen) x = NULL;
   if (x) {
@@ -306,7 +307,7 @@ int graph_values(CUgraphExec e, CUdeviceptr *vals, int cap, uint64_t *kernel) {
     memcpy(vals, x->vals, (size_t)(n < cap ? n : cap) * sizeof *vals);
     *kernel = x->kernel;
   }
-  pthread_mutex_unlock(&gx_lock);
+  vx_mutex_unlock(&gx_lock, VX_RANK_GRAPH);
   return n;
 }
 
@@ -332,17 +333,13 @@ CUresult cuGraphExecDestroy(CUgraphExec e) {
   return VX_CALL(cuGraphExecDestroy, e);
 }
 
-/* The lock of tiers/ptrref.c goes with this one (taken after it). */
 void graph_atfork_prepare(void) {
-  pthread_mutex_lock(&gx_lock);
-  ptrref_atfork_prepare();
+  vx_mutex_lock(&gx_lock, VX_RANK_GRAPH);
 }
 void graph_atfork_parent(void) {
-  ptrref_atfork_parent();
-  pthread_mutex_unlock(&gx_lock);
+  vx_mutex_unlock(&gx_lock, VX_RANK_GRAPH);
 }
 void graph_atfork_child(void) {
-  ptrref_atfork_child();
   pthread_mutex_init(&gx_lock, NULL);
 }
 
@@ -394,14 +391,14 @@ static void replace_node_locked(gx_t *x, CUgraphNode node, const CUdeviceptr *nv
  * and its launches are unseen). */
 static void set_node(CUgraphExec e, CUgraphNode node, const CUdeviceptr *nv, int nn, uint64_t kid) {
   gx_t *x;
-  pthread_mutex_lock(&gx_lock);
+  vx_mutex_lock(&gx_lock, VX_RANK_GRAPH);
   HASH_FIND_PTR(gx_tab, &e, x);
   if (x && nn >= 0 && x->nseg == x->segcap) { /* room for one more segment */
     gx_seg_t *ns = realloc(x->seg, (size_t)(x->segcap + 1) * sizeof *ns);
     if (ns) x->seg = ns, x->segcap++;
   }
   if (x && nn >= 0) replace_node_locked(x, node, nv, nn, kid);
-  pthread_mutex_unlock(&gx_lock);
+  vx_mutex_unlock(&gx_lock, VX_RANK_GRAPH);
   if (x && nn < 0) forget(e); /* not knowable: the graph's launches are unseen */
 }
 
@@ -422,7 +419,7 @@ void graph_exec_set_memcpy(CUgraphExec e, CUgraphNode node, const CUDA_MEMCPY3D 
   CUdeviceptr v[4];
   set_node(e, node, v, p ? memcpy_values(p, v) : -1, 0);
   gx_t *x;
-  pthread_mutex_lock(&gx_lock);
+  vx_mutex_lock(&gx_lock, VX_RANK_GRAPH);
   HASH_FIND_PTR(gx_tab, &e, x);
   if (x && p) { /* the node by either of its names (an update's alias too) */
     CUgraphNode other = NULL;
@@ -433,14 +430,14 @@ void graph_exec_set_memcpy(CUgraphExec e, CUgraphNode node, const CUDA_MEMCPY3D 
         other = x->seg[i].node;
     htod_set(x, node, other, p);
   }
-  pthread_mutex_unlock(&gx_lock);
+  vx_mutex_unlock(&gx_lock, VX_RANK_GRAPH);
 }
 
 void graph_htod_note(CUgraphExec e) {
   gx_htod_t h0[8], *h = h0;
   int n = 0;
   gx_t *x;
-  pthread_mutex_lock(&gx_lock);
+  vx_mutex_lock(&gx_lock, VX_RANK_GRAPH);
   HASH_FIND_PTR(gx_tab, &e, x);
   if (x && x->nh) {
     if (x->nh > 8) h = malloc((size_t)x->nh * sizeof *h);
@@ -449,7 +446,7 @@ void graph_htod_note(CUgraphExec e) {
     else
       x->unseen = 1; /* no memory to read them: restore-all */
   }
-  pthread_mutex_unlock(&gx_lock);
+  vx_mutex_unlock(&gx_lock, VX_RANK_GRAPH);
   for (int i = 0; i < n; i++)
     ptrref_note(h[i].dst, h[i].src, h[i].n);
   if (h != h0) free(h);
@@ -457,7 +454,7 @@ void graph_htod_note(CUgraphExec e) {
 
 void graph_exec_update(CUgraphExec e, CUgraph g) {
   gx_t *y = collect(e, g), *x;
-  pthread_mutex_lock(&gx_lock);
+  vx_mutex_lock(&gx_lock, VX_RANK_GRAPH);
   HASH_FIND_PTR(gx_tab, &e, x);
   if (x) HASH_DEL(gx_tab, x);
   /* The instantiated graph's nodes still name the exec's nodes: keep them,
@@ -471,7 +468,7 @@ void graph_exec_update(CUgraphExec e, CUgraph g) {
     HASH_ADD_PTR(gx_tab, g, y);
     oomed = vxhash_oomed;
   }
-  pthread_mutex_unlock(&gx_lock);
+  vx_mutex_unlock(&gx_lock, VX_RANK_GRAPH);
   gx_free(x);
   if (y && oomed) gx_free(y);
 }

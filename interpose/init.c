@@ -6,16 +6,20 @@
 #include <unistd.h>
 
 #include "budget.h"
+#include "capture.h"
 #include "defer.h"
 #include "exec.h"
 #include "launch.h"
+#include "locks.h"
 #include "move.h"
+#include "ptrref.h"
 #include "registry.h"
 #include "secure.h"
 #include "spill.h"
 #include "live.h"
 #include "report.h"
 #include "timeline.h"
+#include "trace_rec.h"
 #include "vx.h"
 
 int vx_state;
@@ -27,39 +31,57 @@ static const char *vx_getenv(const char *name) {
   return getenv(name);
 }
 
-/* Every vx lock is taken before fork() (so no other thread is half-way
- * through an update) and re-created in the child, whose only thread has a
- * new id; what the locks guard stays valid there. */
+/* The fork handlers, one row per lock (or lock family), in core/locks.h's
+ * rank order; registered once, with one pthread_atfork.  Prepare takes the
+ * locks top to bottom (so no other thread is half-way through an update;
+ * with VX_LOCK_CHECK the rank check verifies this list's order at every
+ * fork), the parent releases them bottom to top, and the child re-creates
+ * them bottom to top (its only thread has a new id; what they guard stays
+ * valid there).  Locks in no row: LOCKS.md, "Fork". */
+static const struct fork_row {
+  int rank; /* VX_RANK_* of the lock the row's handlers take */
+  void (*prepare)(void), (*parent)(void), (*child)(void);
+} fork_rows[] = {
+    {VX_RANK_CAP, capture_atfork_prepare, capture_atfork_parent, capture_atfork_child},
+    {VX_RANK_SPILL, spill_atfork_prepare, spill_atfork_parent, spill_atfork_child},
+    {VX_RANK_TIMELINE, timeline_atfork_prepare, timeline_atfork_parent, timeline_atfork_child},
+    {VX_RANK_GRAPH, graph_atfork_prepare, graph_atfork_parent, graph_atfork_child},
+    {VX_RANK_PTRREF, ptrref_atfork_prepare, ptrref_atfork_parent, ptrref_atfork_child},
+    {VX_RANK_EXEC, exec_atfork_prepare, exec_atfork_parent, exec_atfork_child},
+    {VX_RANK_TRACE, trace_rec_atfork_prepare, trace_rec_atfork_parent, trace_rec_atfork_child},
+    {VX_RANK_BUDGET, budget_atfork_prepare, budget_atfork_parent, budget_atfork_child},
+    {VX_RANK_VMM, vmm_atfork_prepare, vmm_atfork_parent, vmm_atfork_child},
+    {VX_RANK_PINNED, pinned_atfork_prepare, pinned_atfork_parent, pinned_atfork_child},
+    {VX_RANK_DEFER, defer_atfork_prepare, defer_atfork_parent, defer_atfork_child},
+    {VX_RANK_REG, reg_atfork_prepare, reg_atfork_parent, reg_atfork_child},
+    {VX_RANK_STREAMS, NULL, NULL, move_atfork_child}, /* child only: forgets vx's streams */
+};
+#define FORK_ROWS ((int)(sizeof fork_rows / sizeof *fork_rows))
+
 static void atfork_prepare(void) {
-  timeline_atfork_prepare();
-  graph_atfork_prepare();
-  exec_atfork_prepare();
-  budget_atfork_prepare();
-  vmm_atfork_prepare();
-  pinned_atfork_prepare();
-  defer_atfork_prepare();
-  reg_atfork_prepare();
+  for (int i = 0; i < FORK_ROWS; i++)
+    if (fork_rows[i].prepare) fork_rows[i].prepare();
 }
 static void atfork_parent(void) {
-  reg_atfork_parent();
-  defer_atfork_parent();
-  pinned_atfork_parent();
-  vmm_atfork_parent();
-  budget_atfork_parent();
-  exec_atfork_parent();
-  graph_atfork_parent();
-  timeline_atfork_parent();
+  for (int i = FORK_ROWS - 1; i >= 0; i--)
+    if (fork_rows[i].parent) fork_rows[i].parent();
 }
 static void atfork_child(void) {
-  reg_atfork_child();
-  defer_atfork_child();
-  pinned_atfork_child();
-  vmm_atfork_child();
-  budget_atfork_child();
-  exec_atfork_child();
-  graph_atfork_child();
-  timeline_atfork_child();
+  for (int i = FORK_ROWS - 1; i >= 0; i--)
+    if (fork_rows[i].child) fork_rows[i].child();
+  vx_lock_forget_all(); /* the locks the prepare took are new ones here */
   vx_report_atfork_child();
+}
+
+/* The rows are in rank order (the prepare's order is the lock order). */
+static void fork_rows_check(void) {
+#ifdef VX_LOCK_CHECK
+  for (int i = 1; i < FORK_ROWS; i++)
+    if (fork_rows[i].rank <= fork_rows[i - 1].rank) {
+      vx_log(VX_LOG_ERROR, "init.c's fork list is out of rank order at row %d", i);
+      abort();
+    }
+#endif
 }
 
 /* Returns the new state: 1 active, 2 pass-through. */
@@ -116,6 +138,7 @@ static int start_locked(void) {
     vx_log(VX_LOG_ERROR, "cannot load libcuda.so.1; vx is disabled (everything passes through)");
     return 2;
   }
+  fork_rows_check();
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
   move_probe();       /* what an older driver lacks, one line each */
   spill_init();       /* the NVMe tier; off (said why) or on, never fatal */

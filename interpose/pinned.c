@@ -3,7 +3,7 @@
 #include "sidetab.h"
 #include "vx.h"
 
-static sidetab_t host_allocs = SIDETAB_INIT;
+static sidetab_t host_allocs = SIDETAB_INIT(VX_RANK_PINNED);
 
 void pinned_atfork_prepare(void) {
   sidetab_atfork_prepare(&host_allocs);

@@ -4,7 +4,7 @@
 #include "sidetab.h"
 #include "vx.h"
 
-static sidetab_t vmm_handles = SIDETAB_INIT;
+static sidetab_t vmm_handles = SIDETAB_INIT(VX_RANK_VMM);
 
 void vmm_atfork_prepare(void) {
   sidetab_atfork_prepare(&vmm_handles);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nvme_int.h"
+#include "locks.h"
 
 #define ROUND_UP(x, a) (((x) + (a)-1) / (a) * (a))
 #define MAX_BUFS 1024
@@ -82,20 +83,20 @@ int nvme_register_buffers(nvme_swap_t *s, void **bufs, int n, size_t size) {
   void **copy = malloc((size_t)n * sizeof *copy);
   if (!copy) return -ENOMEM;
   memcpy(copy, bufs, (size_t)n * sizeof *copy);
-  pthread_mutex_lock(&s->lock);
+  vx_mutex_lock(&s->lock, VX_RANK_SWAP);
   nvme_bufs_drop_locked(s);
   s->bufs = copy;
   s->nbufs = n;
   s->bufsize = size;
   bufs_register_locked(s);
-  pthread_mutex_unlock(&s->lock);
+  vx_mutex_unlock(&s->lock, VX_RANK_SWAP);
   return 0;
 }
 
 void nvme_unregister_buffers(nvme_swap_t *s) {
-  pthread_mutex_lock(&s->lock);
+  vx_mutex_lock(&s->lock, VX_RANK_SWAP);
   nvme_bufs_drop_locked(s);
-  pthread_mutex_unlock(&s->lock);
+  vx_mutex_unlock(&s->lock, VX_RANK_SWAP);
 }
 
 // ---- one request ----
@@ -336,14 +337,14 @@ static int job_setup(job_t *j) {
 static int job_run(job_t *j) {
   for (size_t i = 0; i < j->n; i++)
     j->c[i].status = -ECANCELED; /* until the chunk is reached */
-  pthread_mutex_lock(&j->s->lock);
+  vx_mutex_lock(&j->s->lock, VX_RANK_SWAP);
   int r = job_setup(j);
   if (!r)
     r = job_loop(j);
   else
     for (size_t i = 0; i < j->n; i++)
       j->c[i].status = r;
-  pthread_mutex_unlock(&j->s->lock);
+  vx_mutex_unlock(&j->s->lock, VX_RANK_SWAP);
   free(j->jb);
   free(j->freeb);
   free(j->cq);

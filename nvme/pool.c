@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "nvme_int.h"
+#include "locks.h"
 
 typedef struct pool_eng {
   nvme_eng_t base;
@@ -35,7 +36,7 @@ static int p_do(const nvme_io_t *io, int fd) {
 
 static void *p_worker(void *arg) {
   pool_eng_t *p = arg;
-  pthread_mutex_lock(&p->mu);
+  vx_mutex_lock(&p->mu, VX_RANK_POOL);
   for (;;) {
     while (!p->stop && !p->nwork)
       pthread_cond_wait(&p->work_cv, &p->mu);
@@ -44,13 +45,13 @@ static void *p_worker(void *arg) {
     nvme_io_t io = p->work[p->work_head];
     p->work_head = (p->work_head + 1) % p->qd;
     p->nwork--;
-    pthread_mutex_unlock(&p->mu);
+    vx_mutex_unlock(&p->mu, VX_RANK_POOL);
     int res = p_do(&io, p->fd);
-    pthread_mutex_lock(&p->mu);
+    vx_mutex_lock(&p->mu, VX_RANK_POOL);
     p->done[(p->done_head + p->ndone++) % p->qd] = (nvme_cqe_t){.tag = io.tag, .res = res};
     pthread_cond_signal(&p->done_cv);
   }
-  pthread_mutex_unlock(&p->mu);
+  vx_mutex_unlock(&p->mu, VX_RANK_POOL);
   return NULL;
 }
 
@@ -64,7 +65,7 @@ static int p_queue(nvme_eng_t *e, const nvme_io_t *io) {
 static int p_submit(nvme_eng_t *e) {
   pool_eng_t *p = P(e);
   if (!p->npend) return 0;
-  pthread_mutex_lock(&p->mu);
+  vx_mutex_lock(&p->mu, VX_RANK_POOL);
   int r = 0, i = 0;
   for (; i < p->npend && p->nwork < p->qd; i++)
     p->work[(p->work_head + p->nwork++) % p->qd] = p->pend[i];
@@ -75,13 +76,13 @@ static int p_submit(nvme_eng_t *e) {
   }
   p->npend = 0;
   pthread_cond_broadcast(&p->work_cv);
-  pthread_mutex_unlock(&p->mu);
+  vx_mutex_unlock(&p->mu, VX_RANK_POOL);
   return r;
 }
 
 static int p_reap(nvme_eng_t *e, nvme_cqe_t *out, int max, int wait) {
   pool_eng_t *p = P(e);
-  pthread_mutex_lock(&p->mu);
+  vx_mutex_lock(&p->mu, VX_RANK_POOL);
   while (wait && !p->ndone)
     pthread_cond_wait(&p->done_cv, &p->mu);
   int n = 0;
@@ -89,7 +90,7 @@ static int p_reap(nvme_eng_t *e, nvme_cqe_t *out, int max, int wait) {
     out[n] = p->done[p->done_head];
     p->done_head = (p->done_head + 1) % p->qd;
   }
-  pthread_mutex_unlock(&p->mu);
+  vx_mutex_unlock(&p->mu, VX_RANK_POOL);
   return n;
 }
 
@@ -111,10 +112,10 @@ static void p_free(pool_eng_t *p) {
 
 static void p_fini(nvme_eng_t *e) {
   pool_eng_t *p = P(e);
-  pthread_mutex_lock(&p->mu);
+  vx_mutex_lock(&p->mu, VX_RANK_POOL);
   p->stop = 1;
   pthread_cond_broadcast(&p->work_cv);
-  pthread_mutex_unlock(&p->mu);
+  vx_mutex_unlock(&p->mu, VX_RANK_POOL);
   for (int i = 0; i < p->nthreads; i++)
     pthread_join(p->th[i], NULL);
   pthread_mutex_destroy(&p->mu);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "nvme_int.h"
+#include "locks.h"
 
 #define GROW_STEP_DEFAULT (64ull << 20)
 
@@ -206,49 +207,49 @@ static int grow_locked(nvme_swap_t *s) {
 }
 
 int nvme_slot_take(nvme_swap_t *s, int32_t *slot) {
-  pthread_mutex_lock(&s->slot_lock);
+  vx_mutex_lock(&s->slot_lock, VX_RANK_SLOT);
   int32_t r = nvme_slots_take(&s->slots);
   if (r == -ENOSPC) {
     int g = grow_locked(s);
     r = g < 0 ? g : nvme_slots_take(&s->slots);
   }
-  pthread_mutex_unlock(&s->slot_lock);
+  vx_mutex_unlock(&s->slot_lock, VX_RANK_SLOT);
   if (r < 0) return r;
   *slot = r;
   return 0;
 }
 
 void nvme_slot_commit(nvme_swap_t *s, int32_t slot, uint32_t len, uint32_t crc) {
-  pthread_mutex_lock(&s->slot_lock);
+  vx_mutex_lock(&s->slot_lock, VX_RANK_SLOT);
   s->slots.tab[slot] = (nvme_slot_t){.len = len, .crc = crc, .state = SLOT_VALID};
-  pthread_mutex_unlock(&s->slot_lock);
+  vx_mutex_unlock(&s->slot_lock, VX_RANK_SLOT);
   NVME_STAT_ADD(s, bytes, len);
 }
 
 void nvme_slot_drop(nvme_swap_t *s, int32_t slot) {
   uint32_t len;
-  pthread_mutex_lock(&s->slot_lock);
+  vx_mutex_lock(&s->slot_lock, VX_RANK_SLOT);
   nvme_slots_release(&s->slots, slot, &len);
-  pthread_mutex_unlock(&s->slot_lock);
+  vx_mutex_unlock(&s->slot_lock, VX_RANK_SLOT);
 }
 
 int nvme_slot_get(nvme_swap_t *s, int32_t slot, uint32_t *len, uint32_t *crc) {
   int r = -EINVAL;
-  pthread_mutex_lock(&s->slot_lock);
+  vx_mutex_lock(&s->slot_lock, VX_RANK_SLOT);
   if (slot >= 0 && (uint32_t)slot < s->slots.hwm && s->slots.tab[slot].state == SLOT_VALID) {
     *len = s->slots.tab[slot].len;
     *crc = s->slots.tab[slot].crc;
     r = 0;
   }
-  pthread_mutex_unlock(&s->slot_lock);
+  vx_mutex_unlock(&s->slot_lock, VX_RANK_SLOT);
   return r;
 }
 
 int nvme_slot_free(nvme_swap_t *s, int32_t slot) {
   uint32_t len = 0;
-  pthread_mutex_lock(&s->slot_lock);
+  vx_mutex_lock(&s->slot_lock, VX_RANK_SLOT);
   int r = nvme_slots_release(&s->slots, slot, &len);
-  pthread_mutex_unlock(&s->slot_lock);
+  vx_mutex_unlock(&s->slot_lock, VX_RANK_SLOT);
   if (!r) NVME_STAT_SUB(s, bytes, len);
   return r;
 }
@@ -343,7 +344,7 @@ void nvme_stats_get(const nvme_swap_t *s, nvme_stats_t *out) {
 
 void nvme_swap_info(const nvme_swap_t *s, nvme_info_t *out) {
   nvme_swap_t *m = (nvme_swap_t *)s; /* the lock is not part of the value */
-  pthread_mutex_lock(&m->slot_lock);
+  vx_mutex_lock(&m->slot_lock, VX_RANK_SLOT);
   *out = (nvme_info_t){.engine = s->engine,
                        .o_direct = s->o_direct,
                        .tmpfile = s->tmpfile,
@@ -353,7 +354,7 @@ void nvme_swap_info(const nvme_swap_t *s, nvme_info_t *out) {
                        .limit = s->limit,
                        .slots_used = s->slots.used,
                        .slots_file = s->slots.nfile};
-  pthread_mutex_unlock(&m->slot_lock);
+  vx_mutex_unlock(&m->slot_lock, VX_RANK_SLOT);
 }
 
 int nvme_swap_flush(nvme_swap_t *s) {

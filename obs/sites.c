@@ -12,6 +12,7 @@
 
 #include "options.h"
 #include "symtab.h"
+#include "locks.h"
 
 #define SITES_PROBE 64      /* bounded probing: a full table never stalls a hook */
 #define PTRS_MAX (1u << 16) /* allocations whose site is remembered for the free */
@@ -217,16 +218,16 @@ void sites_symbol(void *addr, char *buf, size_t len) {
   char text[SYM_TEXT];
   unsigned h = (unsigned)(((uintptr_t)addr * 0x9e3779b97f4a7c15ull) >> 40) % SYM_MEMO;
   int hit = 0;
-  if (!pthread_mutex_trylock(&sym_memo_lock)) {
+  if (!vx_mutex_trylock(&sym_memo_lock, VX_RANK_SITES_MEMO)) {
     if ((hit = addr && sym_memo[h].addr == addr)) memcpy(text, sym_memo[h].text, sizeof text);
-    pthread_mutex_unlock(&sym_memo_lock);
+    vx_mutex_unlock(&sym_memo_lock, VX_RANK_SITES_MEMO);
   }
   if (!hit) {
     symbolize(addr, text, sizeof text);
-    if (!pthread_mutex_trylock(&sym_memo_lock)) {
+    if (!vx_mutex_trylock(&sym_memo_lock, VX_RANK_SITES_MEMO)) {
       sym_memo[h].addr = addr;
       memcpy(sym_memo[h].text, text, sizeof text);
-      pthread_mutex_unlock(&sym_memo_lock);
+      vx_mutex_unlock(&sym_memo_lock, VX_RANK_SITES_MEMO);
     }
   }
   snprintf(buf, len, "%s", text);

@@ -3,6 +3,7 @@
 #include "stats_shm.h"
 
 #include "thread.h"
+#include "locks.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -257,11 +258,11 @@ static void publish_copy(void) {
 
 static void *publish_main(void *arg) {
   (void)arg;
-  pthread_mutex_lock(&p_mu);
+  vx_mutex_lock(&p_mu, VX_RANK_PUBLISH);
   while (!p_stop) {
-    pthread_mutex_unlock(&p_mu);
+    vx_mutex_unlock(&p_mu, VX_RANK_PUBLISH);
     publish_copy();
-    pthread_mutex_lock(&p_mu);
+    vx_mutex_lock(&p_mu, VX_RANK_PUBLISH);
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_nsec += VX_STATS_PERIOD_MS * 1000000L;
@@ -269,7 +270,7 @@ static void *publish_main(void *arg) {
     ts.tv_nsec %= 1000000000L;
     if (!p_stop) pthread_cond_timedwait(&p_cv, &p_mu, &ts);
   }
-  pthread_mutex_unlock(&p_mu);
+  vx_mutex_unlock(&p_mu, VX_RANK_PUBLISH);
   publish_copy();
   return NULL;
 }
@@ -278,10 +279,10 @@ static void publish_stop(void) {
   if (!p_running) return;
   p_running = 0;
   if (getpid() != w_pid) return; /* a forked child: the thread stayed in the parent */
-  pthread_mutex_lock(&p_mu);
+  vx_mutex_lock(&p_mu, VX_RANK_PUBLISH);
   p_stop = 1;
   pthread_cond_signal(&p_cv);
-  pthread_mutex_unlock(&p_mu);
+  vx_mutex_unlock(&p_mu, VX_RANK_PUBLISH);
   pthread_join(p_thread, NULL);
 }
 

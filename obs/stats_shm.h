@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "counters.h"
+
 #define VX_STATS_MAGIC "VXSTATS" /* 8 bytes with the NUL */
 #define VX_STATS_VERSION 1u
 #define VX_STATS_MAX_DEV 64u
@@ -16,13 +18,18 @@
 /* Largest segment a reader maps (64 devices x 4096 counters fit easily). */
 #define VX_STATS_MAX_SIZE (64u << 20)
 
-/* The counters of counters.def, in order: VX_STATS_<name> is its index. */
+/* The counters of counters.def, in order: VX_STATS_<name> is its index in
+ * a device's row, the same number as its counter id VX_CTR_<name>
+ * (counters.h: one enum, named here for the segment's readers). */
 enum {
-#define VX_COUNTER(name, kind, help) VX_STATS_##name,
+#define VX_COUNTER(name, kind, help) VX_STATS_##name = VX_CTR_##name,
+#define VX_GAUGE VX_GAUGE_ROWS
 #include "counters.def"
+#undef VX_GAUGE
 #undef VX_COUNTER
-  VX_STATS_NCOUNTERS
+  VX_STATS_NCOUNTERS = VX_CTR_COUNT
 };
+_Static_assert(VX_STATS_NCOUNTERS <= VX_STATS_MAX_COUNTERS, "the counters fit a segment row");
 
 /* Limits per device, in this order (bytes; 0 = none). */
 enum { VX_LIMIT_DEVICE, VX_LIMIT_HOST, VX_LIMIT_NVME, VX_LIMIT_COUNT };

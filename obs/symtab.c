@@ -1,6 +1,7 @@
 /* symtab: function names from ELF symbol tables on disk (dladdr sees only
  * exported symbols); a bounds-checked reader and a small cache of mappings. */
 #include "symtab.h"
+#include "locks.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -203,17 +204,17 @@ static struct module *take_locked(struct module *m) {
  * otherwise stop the child's report. */
 static struct module *acquire(const char *path) {
   size_t plen = strlen(path);
-  if (plen >= SYMTAB_PATH_MAX || pthread_mutex_trylock(&cache_lock)) return NULL;
+  if (plen >= SYMTAB_PATH_MAX || vx_mutex_trylock(&cache_lock, VX_RANK_SYMTAB)) return NULL;
   struct module *m = find_locked(path);
   if (m) m = take_locked(m);
-  pthread_mutex_unlock(&cache_lock);
+  vx_mutex_unlock(&cache_lock, VX_RANK_SYMTAB);
   if (m) return m;
   /* Opened and mapped with the lock released; a racing lookup of the same
    * file may map it too: the second to insert unmaps its copy. */
   const void *map = NULL;
   size_t len = 0;
   int err = map_file(path, &map, &len);
-  if (!pthread_mutex_trylock(&cache_lock)) {
+  if (!vx_mutex_trylock(&cache_lock, VX_RANK_SYMTAB)) {
     m = find_locked(path);
     if (!m && (m = slot_locked())) {
       memcpy(m->path, path, plen + 1);
@@ -221,7 +222,7 @@ static struct module *acquire(const char *path) {
       map = NULL; /* the cache's now */
     }
     if (m) m = take_locked(m);
-    pthread_mutex_unlock(&cache_lock);
+    vx_mutex_unlock(&cache_lock, VX_RANK_SYMTAB);
   }
   if (map) munmap((void *)map, len);
   return m;

@@ -12,6 +12,7 @@
 #include "thread.h"
 #include "log.h"
 #include "options.h"
+#include "locks.h"
 
 static pthread_mutex_t tl_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t tl_cond; /* CLOCK_MONOTONIC; signalled to stop */
@@ -120,7 +121,7 @@ void timeline_every(void (*fn)(void), unsigned seconds) {
 static void *sampler(void *arg) {
   (void)arg;
   double period = tl_every_fn ? (double)tl_every_s : 0, last = mono_s();
-  pthread_mutex_lock(&tl_lock);
+  vx_mutex_lock(&tl_lock, VX_RANK_TIMELINE);
   while (!tl_stop) {
     struct timespec ts;
     deadline(&ts, tl_period);
@@ -130,13 +131,13 @@ static void *sampler(void *arg) {
     if (tl_stop) break;
     add_sample_locked();
     if (period > 0 && mono_s() - last >= period) {
-      pthread_mutex_unlock(&tl_lock);
+      vx_mutex_unlock(&tl_lock, VX_RANK_TIMELINE);
       tl_every_fn();
       last = mono_s();
-      pthread_mutex_lock(&tl_lock);
+      vx_mutex_lock(&tl_lock, VX_RANK_TIMELINE);
     }
   }
-  pthread_mutex_unlock(&tl_lock);
+  vx_mutex_unlock(&tl_lock, VX_RANK_TIMELINE);
   return NULL;
 }
 
@@ -162,10 +163,10 @@ int timeline_init(void) {
   if (!vx_opt.REPORT.s[0]) return 0;
   init_cond();
   clock_gettime(CLOCK_MONOTONIC, &tl_start);
-  pthread_mutex_lock(&tl_lock);
+  vx_mutex_lock(&tl_lock, VX_RANK_TIMELINE);
   add_sample_locked();
   int rc = start_locked();
-  pthread_mutex_unlock(&tl_lock);
+  vx_mutex_unlock(&tl_lock, VX_RANK_TIMELINE);
   __atomic_store_n(&tl_active, 1, __ATOMIC_RELEASE);
   if (rc)
     vx_log(VX_LOG_WARN, "no timeline sampler thread (%s): the report has few samples",
@@ -175,44 +176,44 @@ int timeline_init(void) {
 
 void timeline_fini(void) {
   if (!__atomic_load_n(&tl_active, __ATOMIC_ACQUIRE)) return;
-  pthread_mutex_lock(&tl_lock);
+  vx_mutex_lock(&tl_lock, VX_RANK_TIMELINE);
   int join = tl_running;
   tl_stop = 1;
   tl_running = 0;
   pthread_cond_broadcast(&tl_cond);
-  pthread_mutex_unlock(&tl_lock);
+  vx_mutex_unlock(&tl_lock, VX_RANK_TIMELINE);
   if (join) pthread_join(tl_thread, NULL);
   timeline_sample();
 }
 
 void timeline_sample(void) {
   if (!__atomic_load_n(&tl_active, __ATOMIC_ACQUIRE)) return;
-  pthread_mutex_lock(&tl_lock);
+  vx_mutex_lock(&tl_lock, VX_RANK_TIMELINE);
   add_sample_locked();
-  pthread_mutex_unlock(&tl_lock);
+  vx_mutex_unlock(&tl_lock, VX_RANK_TIMELINE);
 }
 
 size_t timeline_copy(tl_sample_t *out, size_t max) {
-  pthread_mutex_lock(&tl_lock);
+  vx_mutex_lock(&tl_lock, VX_RANK_TIMELINE);
   size_t n = tl_n < max ? tl_n : max;
   for (size_t i = 0; i < n; i++)
     out[i] = tl_ring[i];
-  pthread_mutex_unlock(&tl_lock);
+  vx_mutex_unlock(&tl_lock, VX_RANK_TIMELINE);
   return n;
 }
 
 unsigned timeline_period_ms(void) {
-  pthread_mutex_lock(&tl_lock);
+  vx_mutex_lock(&tl_lock, VX_RANK_TIMELINE);
   unsigned p = tl_period;
-  pthread_mutex_unlock(&tl_lock);
+  vx_mutex_unlock(&tl_lock, VX_RANK_TIMELINE);
   return p;
 }
 
 void timeline_atfork_prepare(void) {
-  pthread_mutex_lock(&tl_lock);
+  vx_mutex_lock(&tl_lock, VX_RANK_TIMELINE);
 }
 void timeline_atfork_parent(void) {
-  pthread_mutex_unlock(&tl_lock);
+  vx_mutex_unlock(&tl_lock, VX_RANK_TIMELINE);
 }
 void timeline_atfork_child(void) {
   pthread_mutex_init(&tl_lock, NULL);

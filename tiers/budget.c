@@ -15,6 +15,7 @@
 #include "driver.h"
 #include "log.h"
 #include "options.h"
+#include "locks.h"
 
 struct budget {
   int ready;
@@ -155,7 +156,7 @@ static int budget_setup(struct budget *b, int dev, uint64_t physical, const vx_o
   int managed_ok = probe_managed(dev);
   /* Opened before the lock: the UUID query is a driver call. */
   vx_ledger_t *l = budget_ledger_open(dev, ledger_capacity_for(physical, limit, o), o);
-  pthread_mutex_lock(&budget_init_lock);
+  vx_mutex_lock(&budget_init_lock, VX_RANK_BUDGET);
   int won = !b->ready;
   if (won) {
     b->physical = physical;
@@ -166,7 +167,7 @@ static int budget_setup(struct budget *b, int dev, uint64_t physical, const vx_o
     l = NULL;
     __atomic_store_n(&b->ready, 1, __ATOMIC_RELEASE);
   }
-  pthread_mutex_unlock(&budget_init_lock);
+  vx_mutex_unlock(&budget_init_lock, VX_RANK_BUDGET);
   ledger_close(l); /* another thread set the device up first */
   if (won && !managed_ok)
     VX_LOG_ONCE(VX_LOG_WARN,
@@ -196,7 +197,7 @@ static void budget_settle(struct budget *b, int dev, const vx_options_t *o) {
     held = budget_used(dev) + (b->ledger ? ledger_others(b->ledger) : 0);
     budget_size_from_free(b->physical, free, held, lim, &o->RESERVE, &limit, &usable);
   }
-  pthread_mutex_lock(&budget_init_lock);
+  vx_mutex_lock(&budget_init_lock, VX_RANK_BUDGET);
   int won = !b->settled;
   if (won) {
     __atomic_store_n(&b->limit, limit, __ATOMIC_RELAXED);
@@ -204,7 +205,7 @@ static void budget_settle(struct budget *b, int dev, const vx_options_t *o) {
     if (b->ledger) ledger_set_capacity(b->ledger, usable);
     __atomic_store_n(&b->settled, 1, __ATOMIC_RELEASE);
   }
-  pthread_mutex_unlock(&budget_init_lock);
+  vx_mutex_unlock(&budget_init_lock, VX_RANK_BUDGET);
   if (!won) return;
   if (r != CUDA_SUCCESS) {
     char eb[VX_CU_ERR_TEXT];
@@ -403,10 +404,10 @@ void budget_host_uncommit(uint64_t n) {
 }
 
 void budget_atfork_prepare(void) {
-  pthread_mutex_lock(&budget_init_lock);
+  vx_mutex_lock(&budget_init_lock, VX_RANK_BUDGET);
 }
 void budget_atfork_parent(void) {
-  pthread_mutex_unlock(&budget_init_lock);
+  vx_mutex_unlock(&budget_init_lock, VX_RANK_BUDGET);
 }
 void budget_atfork_child(void) {
   pthread_mutex_init(&budget_init_lock, NULL);

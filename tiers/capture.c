@@ -8,6 +8,7 @@
 #include "driver.h"
 #include "log.h"
 #include "move.h"
+#include "locks.h"
 
 // ---- the captures in progress ----
 
@@ -46,27 +47,22 @@ static int same(const cap_t *c, CUstream s) {
 
 /* fork: the table's lock is taken before, released in the parent; the
  * child starts with none (the driver cannot be used across fork, so no
- * capture of the parent goes on there).  Registered at the first capture. */
-static void cap_prepare(void) {
-  pthread_mutex_lock(&cap_mu);
+ * capture of the parent goes on there).  Registered by init.c's fork list. */
+void capture_atfork_prepare(void) {
+  vx_mutex_lock(&cap_mu, VX_RANK_CAP);
 }
-static void cap_parent(void) {
-  pthread_mutex_unlock(&cap_mu);
+void capture_atfork_parent(void) {
+  vx_mutex_unlock(&cap_mu, VX_RANK_CAP);
 }
-static void cap_child(void) {
+void capture_atfork_child(void) {
   pthread_mutex_init(&cap_mu, NULL);
   __atomic_store_n(&saturated, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&ncaps, 0, __ATOMIC_RELAXED);
 }
-static pthread_once_t cap_once = PTHREAD_ONCE_INIT;
-static void cap_atfork(void) {
-  pthread_atfork(cap_prepare, cap_parent, cap_child);
-}
 
 void vx_capture_began(CUstream stream, int ptsz) {
   CUstream s = key_of(stream, ptsz);
-  pthread_once(&cap_once, cap_atfork);
-  pthread_mutex_lock(&cap_mu);
+  vx_mutex_lock(&cap_mu, VX_RANK_CAP);
   my_caps++;
   if (ncaps < CAP_MAX) {
     caps[ncaps] = (cap_t){.s = s, .thr = pthread_self()};
@@ -79,7 +75,7 @@ void vx_capture_began(CUstream stream, int ptsz) {
                 "movement and spills as if one were always in progress",
                 CAP_MAX);
   }
-  pthread_mutex_unlock(&cap_mu);
+  vx_mutex_unlock(&cap_mu, VX_RANK_CAP);
 }
 
 /* The capture on s ended, or failed to end (r: what cuStreamEndCapture
@@ -93,7 +89,7 @@ void vx_capture_ended(CUstream stream, int ptsz, CUresult r) {
   int still = q == CUDA_SUCCESS ? st != CU_STREAM_CAPTURE_STATUS_NONE
                                 : r == CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
   if (still) return;
-  pthread_mutex_lock(&cap_mu);
+  vx_mutex_lock(&cap_mu, VX_RANK_CAP);
   int i = 0;
   while (i < ncaps && !same(&caps[i], s))
     i++;
@@ -104,7 +100,7 @@ void vx_capture_ended(CUstream stream, int ptsz, CUresult r) {
     __atomic_store_n(&ncaps, n, __ATOMIC_RELAXED);
   }
   /* else: a capture vx never saw begin (begun while vx passed through) */
-  pthread_mutex_unlock(&cap_mu);
+  vx_mutex_unlock(&cap_mu, VX_RANK_CAP);
 }
 
 // ---- vx's own calls during a capture ----

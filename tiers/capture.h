@@ -51,4 +51,9 @@ CUresult vx_capture_safe_htod(CUdeviceptr dst, const void *src, size_t n);
 void vx_capture_began(CUstream stream, int ptsz);
 void vx_capture_ended(CUstream stream, int ptsz, CUresult r);
 
+/* fork handlers of the capture table's lock (init.c's fork list). */
+void capture_atfork_prepare(void);
+void capture_atfork_parent(void);
+void capture_atfork_child(void);
+
 #endif

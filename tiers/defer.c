@@ -7,6 +7,7 @@
 
 #include "capture.h"
 #include "driver.h"
+#include "locks.h"
 
 struct deferred {
   vx_alloc_info_t a;
@@ -49,9 +50,9 @@ int defer_free(const vx_alloc_info_t *a, CUstream s, int armed) {
     free(d);
     return -1;
   }
-  pthread_mutex_lock(&defer_lock);
+  vx_mutex_lock(&defer_lock, VX_RANK_DEFER);
   defer_push_locked(d);
-  pthread_mutex_unlock(&defer_lock);
+  vx_mutex_unlock(&defer_lock, VX_RANK_DEFER);
   return 0;
 }
 
@@ -70,10 +71,10 @@ void defer_drain(defer_release_fn release) {
    * global mode; cuMemFree synchronises the context in every mode): the
    * frees wait for the first drain after the captures ended. */
   if (vx_capture_active()) return;
-  pthread_mutex_lock(&defer_lock);
+  vx_mutex_lock(&defer_lock, VX_RANK_DEFER);
   struct deferred *list = defer_head, *keep = NULL;
   __atomic_store_n(&defer_head, NULL, __ATOMIC_RELAXED);
-  pthread_mutex_unlock(&defer_lock);
+  vx_mutex_unlock(&defer_lock, VX_RANK_DEFER);
   while (list) {
     struct deferred *d = list;
     list = d->next;
@@ -87,17 +88,17 @@ void defer_drain(defer_release_fn release) {
     free(d);
   }
   if (keep) {
-    pthread_mutex_lock(&defer_lock);
+    vx_mutex_lock(&defer_lock, VX_RANK_DEFER);
     defer_push_locked(keep);
-    pthread_mutex_unlock(&defer_lock);
+    vx_mutex_unlock(&defer_lock, VX_RANK_DEFER);
   }
 }
 
 void defer_atfork_prepare(void) {
-  pthread_mutex_lock(&defer_lock);
+  vx_mutex_lock(&defer_lock, VX_RANK_DEFER);
 }
 void defer_atfork_parent(void) {
-  pthread_mutex_unlock(&defer_lock);
+  vx_mutex_unlock(&defer_lock, VX_RANK_DEFER);
 }
 void defer_atfork_child(void) {
   pthread_mutex_init(&defer_lock, NULL);

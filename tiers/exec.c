@@ -22,6 +22,7 @@
 #include "ctr.h"
 #include "log.h"
 #include "options.h"
+#include "locks.h"
 
 static ex_dev_t ex_dev[VX_MAX_DEVICES] = {
     [0 ... VX_MAX_DEVICES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
@@ -33,11 +34,22 @@ static uint64_t ex_now(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Device d's lock rank: one member of the EXEC family each (core/locks.h). */
+#define EX_RANK(d) (VX_RANK_EXEC + (int)((d)-ex_dev))
+_Static_assert(VX_MAX_DEVICES <= VX_LOCK_EXEC_SLOTS, "a lock rank per device");
+
 static ex_dev_t *dev_of(int dev) {
   return &ex_dev[ctr_slot(dev)];
 }
 
 // ---- set-up ----
+
+/* VX_POLICY's choices (choices.def) name policy/'s kinds of the same value
+ * (test_options.c checks the names too). */
+_Static_assert((int)VX_POLICY_PREDICT == (int)POL_PREDICT &&
+                   (int)VX_POLICY_DEMAND == (int)POL_DEMAND &&
+                   (int)VX_POLICY_STATIC == (int)POL_STATIC,
+               "choices.def's POLICY list is policy/policy.h's pol_kind_t, in order");
 
 void exec_init(void) {
   /* Without parameter layouts no launch is seen: nothing to plan from (the
@@ -108,7 +120,7 @@ void exec_alloc(const vx_alloc_info_t *a) {
   ex_alloc_t *e = native ? NULL : entry_new(a);
   if (!native && !e) return; /* untracked by the policy: plain managed memory */
   ex_dev_t *d = dev_of(a->dev);
-  pthread_mutex_lock(&d->lock);
+  vx_mutex_lock(&d->lock, EX_RANK(d));
   int rc = make_policy_locked(d, a->dev);
   if (!rc) rc = pol_alloc(d->pol, a->id, a->base, a->size, native ? POL_ALLOC_NATIVE : 0, ex_now());
   if (rc >= 0 && e) {
@@ -116,7 +128,7 @@ void exec_alloc(const vx_alloc_info_t *a) {
     HASH_ADD(hh, d->by_id, id, sizeof e->id, e);
     if (!vxhash_oomed) e = NULL; /* else freed below: the allocation goes unplanned */
   }
-  pthread_mutex_unlock(&d->lock);
+  vx_mutex_unlock(&d->lock, EX_RANK(d));
   free(e);
 }
 
@@ -126,13 +138,13 @@ void exec_free(const vx_alloc_info_t *a) {
   if (!ex_planning || !a->id) return;
   ex_dev_t *d = dev_of(a->dev);
   ex_alloc_t *e = NULL;
-  pthread_mutex_lock(&d->lock);
+  vx_mutex_lock(&d->lock, EX_RANK(d));
   if (d->pol) {
     pol_free(d->pol, a->id, ex_now(), NULL); /* dead chunks: nothing to write back */
     HASH_FIND(hh, d->by_id, &a->id, sizeof a->id, e);
     if (e) HASH_DEL(d->by_id, e);
   }
-  pthread_mutex_unlock(&d->lock);
+  vx_mutex_unlock(&d->lock, EX_RANK(d));
   free(e);
 }
 
@@ -180,7 +192,7 @@ void exec_extent(int dev, uint64_t id, uint64_t size, const uint64_t *offs, int 
   ex_dev_t *d = dev_of(dev);
   ex_alloc_t *e = NULL;
   if (ex_planning && n > 0) {
-    pthread_mutex_lock(&d->lock);
+    vx_mutex_lock(&d->lock, EX_RANK(d));
     HASH_FIND(hh, d->by_id, &id, sizeof id, e);
     if (e) {
       uint64_t now = ++d->launches;
@@ -192,7 +204,7 @@ void exec_extent(int dev, uint64_t id, uint64_t size, const uint64_t *offs, int 
         if (end > hi) hi = end;
       }
     }
-    pthread_mutex_unlock(&d->lock);
+    vx_mutex_unlock(&d->lock, EX_RANK(d));
   }
   if (hi <= lo) hi = size;
   *first = (uint32_t)(lo >> VX_CHUNK_SHIFT);
@@ -295,7 +307,7 @@ static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uin
 
 /* Tells the policy which moves did not happen. */
 static void feedback(ex_dev_t *d, const ex_op_t *ops, int n) {
-  pthread_mutex_lock(&d->lock);
+  vx_mutex_lock(&d->lock, EX_RANK(d));
   for (int i = 0; i < n; i++) {
     if (!ops[i].failed || !d->pol) continue;
     if (ops[i].op == POL_OP_PREFETCH) {
@@ -309,7 +321,7 @@ static void feedback(ex_dev_t *d, const ex_op_t *ops, int n) {
       pol_chunk_state(d->pol, ops[i].id, ops[i].first, ops[i].count, POL_STATE_DEVICE);
     }
   }
-  pthread_mutex_unlock(&d->lock);
+  vx_mutex_unlock(&d->lock, EX_RANK(d));
 }
 // ---- pinning to host memory what moving costs more than it saves ----
 
@@ -389,10 +401,10 @@ static void pin_to_host(ex_dev_t *d, int dev, const ex_pin_t *pin, int np, CUstr
     }
     ctr_add(dev, VX_CTR_host_pins, 1);
   }
-  pthread_mutex_lock(&d->lock);
+  vx_mutex_lock(&d->lock, EX_RANK(d));
   for (int i = 0; i < np && d->pol; i++)
     pol_chunk_state(d->pol, pin[i].id, 0, pin[i].nchunks, POL_STATE_HOST);
-  pthread_mutex_unlock(&d->lock);
+  vx_mutex_unlock(&d->lock, EX_RANK(d));
 }
 
 /* The planned launch this thread is about to enqueue (exec_launched). */
@@ -444,7 +456,7 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
   int nops = 0, npin = 0;
   uint32_t last = 0, me = 0;
   ex_pin_t pin[EX_PIN_MAX];
-  pthread_mutex_lock(&d->lock);
+  vx_mutex_lock(&d->lock, EX_RANK(d));
   if (d->pol && pol_launch(d->pol, &l, &plan) >= 0) {
     hits = take_hits_locked(d, ranges, n, &wait);
     while (!(me = ++d->lseq)) { /* 0 means none */
@@ -453,7 +465,7 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
     nops = translate_locked(d, &plan, ops, &missed);
     last = victims_last_use_locked(d, ops, nops);
   }
-  pthread_mutex_unlock(&d->lock);
+  vx_mutex_unlock(&d->lock, EX_RANK(d));
   if (me) ex_pending = (ex_pend_t){.d = d, .seq = me, .stream = stream};
   count_use(dev, hits, missed);
   if (npin) pin_to_host(d, dev, pin, npin, stream);
@@ -483,16 +495,13 @@ void exec_launched(CUresult r) {
 
 void exec_atfork_prepare(void) {
   for (int i = 0; i < VX_MAX_DEVICES; i++)
-    pthread_mutex_lock(&ex_dev[i].lock);
-  trace_rec_atfork_prepare();
+    vx_mutex_lock(&ex_dev[i].lock, VX_RANK_EXEC + i);
 }
 void exec_atfork_parent(void) {
-  trace_rec_atfork_parent();
   for (int i = VX_MAX_DEVICES - 1; i >= 0; i--)
-    pthread_mutex_unlock(&ex_dev[i].lock);
+    vx_mutex_unlock(&ex_dev[i].lock, VX_RANK_EXEC + i);
 }
 void exec_atfork_child(void) {
-  trace_rec_atfork_child();
   for (int i = 0; i < VX_MAX_DEVICES; i++) {
     pthread_mutex_init(&ex_dev[i].lock, NULL);
     ex_dev[i].side = NULL; /* the parent's stream means nothing here (leaked) */

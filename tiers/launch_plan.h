@@ -26,8 +26,7 @@ CUresult launch_plan(const vx_launch_t *l);
 /* A launch that reaches vals[0..nv) (a graph launch: the values graph.c
  * collected; kernel: the graph's combined id, 0 = from l->f), and what
  * pointers stored in device memory among them reach (ptrref_expand). */
-CUresult launch_plan_values(const vx_launch_t *l, const CUdeviceptr *vals, int nv,
-                            uint64_t kernel);
+CUresult launch_plan_values(const vx_launch_t *l, const CUdeviceptr *vals, int nv, uint64_t kernel);
 /* A launch whose pointer arguments vx cannot learn: no prediction, no
  * trace record, and the spill tier can no longer prove it sees every
  * access (spill_unseen_launch restores everything and stops spilling). */

@@ -4,6 +4,7 @@
  * The segment file is ledger_seg.c's, the liveness tests ledger_live.c's. */
 #include "ledger.h"
 #include "ledger_int.h"
+#include "locks.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -102,7 +103,7 @@ static int claim_locked(struct ledger_seg *s, int fd) {
 /* Locks the table; a holder that died inside the lock is repaired after
  * (the table is consistent slot by slot) and dead slots reclaimed. */
 static int seg_lock(struct ledger_seg *s, int fd, int self) {
-  int rc = pthread_mutex_lock(&s->lock);
+  int rc = vx_mutex_lock(&s->lock, VX_RANK_LEDGER);
   if (rc == EOWNERDEAD) {
     pthread_mutex_consistent(&s->lock);
     reclaim_locked(s, fd, self);
@@ -112,7 +113,7 @@ static int seg_lock(struct ledger_seg *s, int fd, int self) {
 }
 
 static void seg_unlock(struct ledger_seg *s) {
-  pthread_mutex_unlock(&s->lock);
+  vx_mutex_unlock(&s->lock, VX_RANK_LEDGER);
 }
 
 /* After fork() the child inherits the parent's descriptor, so its open file
@@ -221,7 +222,7 @@ static struct ledger_seg *acquire(vx_ledger_t *l, int claim, int *self) {
   for (;;) {
     struct ledger_priv *p = __atomic_load_n(&l->priv, __ATOMIC_ACQUIRE);
     if (p) {
-      int rc = pthread_mutex_lock(&p->seg.lock);
+      int rc = vx_mutex_lock(&p->seg.lock, VX_RANK_LEDGER);
       if (rc) {
         *self = -rc;
         return NULL;
@@ -240,7 +241,7 @@ static struct ledger_seg *acquire(vx_ledger_t *l, int claim, int *self) {
     }
     if (__atomic_load_n(&l->priv, __ATOMIC_ACQUIRE)) continue;
     int dead = 0;
-    rc = pthread_mutex_lock(&l->seg->lock);
+    rc = vx_mutex_lock(&l->seg->lock, VX_RANK_LEDGER);
     if (rc == EOWNERDEAD) { /* repaired below, once this process may test locks */
       pthread_mutex_consistent(&l->seg->lock);
       dead = 1;
@@ -257,6 +258,7 @@ static struct ledger_seg *acquire(vx_ledger_t *l, int claim, int *self) {
        * initialise it afresh.  Either way this process leaves it. */
       if (!intact && ftruncate(l->fd, sizeof *l->seg) != 0) {
         /* cannot re-extend: leave the lock word alone rather than fault */
+        vx_lock_forget(VX_RANK_LEDGER);
       } else {
         seg_unlock(l->seg);
       }

@@ -8,6 +8,7 @@
 
 #include "driver.h"
 #include "log.h"
+#include "locks.h"
 
 /* cuda.h maps these to the _v2 names; here they are the v1 entry points. */
 #undef cuMemPrefetchAsync
@@ -156,34 +157,28 @@ static ctx_stream_t streams[MOVE_STREAMS];
 static int nstreams; /* under streams_mu */
 static pthread_mutex_t streams_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void streams_atfork_child(void) {
+void move_atfork_child(void) {
   pthread_mutex_init(&streams_mu, NULL);
   nstreams = 0; /* the parent's streams mean nothing here (leaked) */
 }
 
-static void streams_atfork_once(void) {
-  pthread_atfork(NULL, NULL, streams_atfork_child);
-}
-
 static CUstream stream_find(CUcontext ctx) {
   CUstream s = NULL;
-  pthread_mutex_lock(&streams_mu);
+  vx_mutex_lock(&streams_mu, VX_RANK_STREAMS);
   for (int i = 0; i < nstreams && !s; i++)
     if (streams[i].ctx == ctx) s = streams[i].s;
-  pthread_mutex_unlock(&streams_mu);
+  vx_mutex_unlock(&streams_mu, VX_RANK_STREAMS);
   return s;
 }
 
 CUstream move_stream(void) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
   CUcontext ctx = NULL;
   if (VX_CALL(cuCtxGetCurrent, &ctx) != CUDA_SUCCESS || !ctx) return NULL;
-  pthread_once(&once, streams_atfork_once);
   CUstream s = stream_find(ctx), mine = NULL;
   if (s) return s;
   /* made outside the lock (cuStreamCreate is legal during any capture) */
   if (VX_CALL(cuStreamCreate, &mine, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return NULL;
-  pthread_mutex_lock(&streams_mu);
+  vx_mutex_lock(&streams_mu, VX_RANK_STREAMS);
   for (int i = 0; i < nstreams && !s; i++)
     if (streams[i].ctx == ctx) s = streams[i].s;
   if (!s && nstreams < MOVE_STREAMS) {
@@ -191,7 +186,7 @@ CUstream move_stream(void) {
     s = mine;
     mine = NULL;
   }
-  pthread_mutex_unlock(&streams_mu);
+  vx_mutex_unlock(&streams_mu, VX_RANK_STREAMS);
   if (mine) VX_CALL(cuStreamDestroy_v2, mine); /* another thread's won, or the table is full */
   return s;
 }

@@ -54,6 +54,8 @@ size_t move_discard(const CUdeviceptr *p, const size_t *sz, size_t n, CUstream s
  * use; legal during a capture), or NULL (no context, none could be made).
  * Thread-safe. */
 CUstream move_stream(void);
+/* fork child handler of those streams (init.c's fork list): forgets them. */
+void move_atfork_child(void);
 
 /* move_discard on move_stream(), then waits for that stream only (the
  * caller is in relaxed capture mode if a capture may be in progress).

@@ -23,6 +23,7 @@
 #include "registry.h"
 #include "log.h"
 #include "vxhash.h"
+#include "locks.h"
 
 typedef struct pref {
   CUdeviceptr base;
@@ -122,7 +123,7 @@ void ptrref_note(CUdeviceptr dst, const void *src, size_t n) {
     return;
   }
   CUdeviceptr *ptrs = w + nw;
-  pthread_mutex_lock(&pr_lock);
+  vx_mutex_lock(&pr_lock, VX_RANK_PTRREF);
   pref_t *e;
   HASH_FIND(hh, pr_tab, &a.base, sizeof a.base, e);
   if (e && (e->id != a.id || e->size != a.size)) { /* freed behind vx's back, reused */
@@ -151,7 +152,7 @@ void ptrref_note(CUdeviceptr dst, const void *src, size_t n) {
       say_no_memory(); /* the old list stays */
     }
   }
-  pthread_mutex_unlock(&pr_lock);
+  vx_mutex_unlock(&pr_lock, VX_RANK_PTRREF);
   free(w);
 }
 
@@ -160,7 +161,7 @@ void ptrref_note(CUdeviceptr dst, const void *src, size_t n) {
 static CUdeviceptr *refs_of(const vx_alloc_info_t *a, int *n, int *oom) {
   CUdeviceptr *out = NULL;
   *n = 0;
-  pthread_mutex_lock(&pr_lock);
+  vx_mutex_lock(&pr_lock, VX_RANK_PTRREF);
   pref_t *e;
   HASH_FIND(hh, pr_tab, &a->base, sizeof a->base, e);
   if (e && e->id == a->id && e->nptrs) {
@@ -172,7 +173,7 @@ static CUdeviceptr *refs_of(const vx_alloc_info_t *a, int *n, int *oom) {
       *oom = 1;
     }
   }
-  pthread_mutex_unlock(&pr_lock);
+  vx_mutex_unlock(&pr_lock, VX_RANK_PTRREF);
   return out;
 }
 
@@ -188,10 +189,10 @@ void ptrref_expand(obs_set_t *s) {
 }
 
 void ptrref_atfork_prepare(void) {
-  pthread_mutex_lock(&pr_lock);
+  vx_mutex_lock(&pr_lock, VX_RANK_PTRREF);
 }
 void ptrref_atfork_parent(void) {
-  pthread_mutex_unlock(&pr_lock);
+  vx_mutex_unlock(&pr_lock, VX_RANK_PTRREF);
 }
 void ptrref_atfork_child(void) {
   pthread_mutex_init(&pr_lock, NULL);

@@ -27,7 +27,7 @@ void ptrref_note(CUdeviceptr dst, const void *src, size_t n);
 void ptrref_expand(obs_set_t *s);
 
 /* fork: prepare takes the lock, the parent releases it, the child
- * re-creates it (called from graph.c's handlers). */
+ * re-creates it (init.c's fork list). */
 void ptrref_atfork_prepare(void);
 void ptrref_atfork_parent(void);
 void ptrref_atfork_child(void);

@@ -9,6 +9,7 @@
 
 /* uthash in non-fatal mode: a failed allocation sets vxhash_oomed. */
 #include "vxhash.h"
+#include "locks.h"
 
 typedef struct reg_alloc {
   vx_alloc_info_t info;
@@ -109,7 +110,7 @@ int reg_add(const vx_alloc_info_t *info) {
   if (!a) return -ENOMEM;
   a->info = *info;
   int rc = 0;
-  pthread_rwlock_wrlock(&reg_lock);
+  vx_rwlock_wrlock(&reg_lock, VX_RANK_REG);
   HASH_FIND(hh, reg_by_base, &info->base, sizeof info->base, old);
   if (old) {
     rc = -EEXIST;
@@ -130,21 +131,21 @@ int reg_add(const vx_alloc_info_t *info) {
       }
     }
   }
-  pthread_rwlock_unlock(&reg_lock);
+  vx_rwlock_unlock(&reg_lock, VX_RANK_REG);
   if (rc) free(a);
   return rc;
 }
 
 int reg_remove(CUdeviceptr base, vx_alloc_info_t *out) {
   reg_alloc_t *a;
-  pthread_rwlock_wrlock(&reg_lock);
+  vx_rwlock_wrlock(&reg_lock, VX_RANK_REG);
   HASH_FIND(hh, reg_by_base, &base, sizeof base, a);
   if (a) {
     HASH_DEL(reg_by_base, a);
     unindex_locked(a, last_chunk(&a->info) + 1);
     reg_n--;
   }
-  pthread_rwlock_unlock(&reg_lock);
+  vx_rwlock_unlock(&reg_lock, VX_RANK_REG);
   if (!a) return -ENOENT;
   if (out) *out = a->info;
   free(a);
@@ -163,16 +164,16 @@ static const vx_alloc_info_t *lookup_locked(CUdeviceptr addr) {
 }
 
 int reg_lookup(CUdeviceptr addr, vx_alloc_info_t *out) {
-  pthread_rwlock_rdlock(&reg_lock);
+  vx_rwlock_rdlock(&reg_lock, VX_RANK_REG);
   const vx_alloc_info_t *a = lookup_locked(addr);
   if (a && out) *out = *a;
-  pthread_rwlock_unlock(&reg_lock);
+  vx_rwlock_unlock(&reg_lock, VX_RANK_REG);
   return a ? 0 : -ENOENT;
 }
 
 int reg_lookup_many(const CUdeviceptr *addrs, int n, vx_alloc_info_t *out, int *found) {
   int hits = 0;
-  pthread_rwlock_rdlock(&reg_lock);
+  vx_rwlock_rdlock(&reg_lock, VX_RANK_REG);
   for (int i = 0; i < n; i++) {
     const vx_alloc_info_t *a = lookup_locked(addrs[i]);
     found[i] = a != NULL;
@@ -181,22 +182,22 @@ int reg_lookup_many(const CUdeviceptr *addrs, int n, vx_alloc_info_t *out, int *
       hits++;
     }
   }
-  pthread_rwlock_unlock(&reg_lock);
+  vx_rwlock_unlock(&reg_lock, VX_RANK_REG);
   return hits;
 }
 
 size_t reg_count(void) {
-  pthread_rwlock_rdlock(&reg_lock);
+  vx_rwlock_rdlock(&reg_lock, VX_RANK_REG);
   size_t n = reg_n;
-  pthread_rwlock_unlock(&reg_lock);
+  vx_rwlock_unlock(&reg_lock, VX_RANK_REG);
   return n;
 }
 
 void reg_atfork_prepare(void) {
-  pthread_rwlock_wrlock(&reg_lock);
+  vx_rwlock_wrlock(&reg_lock, VX_RANK_REG);
 }
 void reg_atfork_parent(void) {
-  pthread_rwlock_unlock(&reg_lock);
+  vx_rwlock_unlock(&reg_lock, VX_RANK_REG);
 }
 /* The child's thread has a new id, so glibc would not see it as the
  * writer: the lock is re-created (prepare left the table consistent). */

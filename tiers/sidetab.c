@@ -7,6 +7,7 @@
 
 /* uthash in non-fatal mode: a failed allocation sets vxhash_oomed. */
 #include "vxhash.h"
+#include "locks.h"
 
 struct sidetab_entry {
   uint64_t key;
@@ -20,10 +21,10 @@ int sidetab_add(sidetab_t *t, uint64_t key, size_t size, int dev) {
   if (!e) return -ENOMEM;
   *e = (struct sidetab_entry){.key = key, .size = size, .dev = dev};
   vxhash_oomed = 0;
-  pthread_mutex_lock(&t->lock);
+  vx_mutex_lock(&t->lock, t->rank);
   HASH_FIND(hh, t->head, &key, sizeof key, old);
   if (!old) HASH_ADD(hh, t->head, key, sizeof e->key, e);
-  pthread_mutex_unlock(&t->lock);
+  vx_mutex_unlock(&t->lock, t->rank);
   if (old || vxhash_oomed) {
     free(e);
     return old ? -EEXIST : -ENOMEM;
@@ -33,10 +34,10 @@ int sidetab_add(sidetab_t *t, uint64_t key, size_t size, int dev) {
 
 int sidetab_remove(sidetab_t *t, uint64_t key, size_t *size, int *dev) {
   struct sidetab_entry *e;
-  pthread_mutex_lock(&t->lock);
+  vx_mutex_lock(&t->lock, t->rank);
   HASH_FIND(hh, t->head, &key, sizeof key, e);
   if (e) HASH_DEL(t->head, e);
-  pthread_mutex_unlock(&t->lock);
+  vx_mutex_unlock(&t->lock, t->rank);
   if (!e) return -ENOENT;
   *size = e->size;
   *dev = e->dev;
@@ -45,10 +46,10 @@ int sidetab_remove(sidetab_t *t, uint64_t key, size_t *size, int *dev) {
 }
 
 void sidetab_atfork_prepare(sidetab_t *t) {
-  pthread_mutex_lock(&t->lock);
+  vx_mutex_lock(&t->lock, t->rank);
 }
 void sidetab_atfork_parent(sidetab_t *t) {
-  pthread_mutex_unlock(&t->lock);
+  vx_mutex_unlock(&t->lock, t->rank);
 }
 void sidetab_atfork_child(sidetab_t *t) {
   pthread_mutex_init(&t->lock, NULL);

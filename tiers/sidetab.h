@@ -7,13 +7,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "locks.h"
+
 typedef struct sidetab {
   pthread_mutex_t lock;
   struct sidetab_entry *head;
+  int rank; /* the lock's VX_RANK_* (core/locks.h) */
 } sidetab_t;
 
-#define SIDETAB_INIT                                                                               \
-  { PTHREAD_MUTEX_INITIALIZER, NULL }
+#define SIDETAB_INIT(rank)                                                                         \
+  { PTHREAD_MUTEX_INITIALIZER, NULL, rank }
 
 /* Remembers key -> (size, dev).  Returns 0, -EEXIST or -ENOMEM. */
 int sidetab_add(sidetab_t *t, uint64_t key, size_t size, int dev);

@@ -10,6 +10,7 @@
 #include "spill_int.h"
 #include "driver.h"
 #include "log.h"
+#include "locks.h"
 
 /* Nonzero when some chunk is in the swap file right now (one relaxed load). */
 static int spill_any(void) {
@@ -128,13 +129,13 @@ CUresult spill_make_resident_many(const CUdeviceptr *p, const size_t *n, int cou
       return no_room_to_pin();
     }
     if (!R.k) return CUDA_SUCCESS;
-    pthread_mutex_lock(&spill_g.mu);
+    vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
     if (spill_g.forgets == seen) break;
-    pthread_mutex_unlock(&spill_g.mu); /* a free raced with the lookup */
+    vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL); /* a free raced with the lookup */
   }
   spill_pin_t *call = spill_pin_call_locked(ps, R.k);
   if (!call) {
-    pthread_mutex_unlock(&spill_g.mu);
+    vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
     reach_free(&R);
     return no_room_to_pin();
   }
@@ -149,7 +150,7 @@ CUresult spill_make_resident_many(const CUdeviceptr *p, const size_t *n, int cou
   ps->n[ps->head] = R.k;
   if (!rc) spill_enforce_locked(); /* over the limit: a warning was said */
   spill_publish_locked();
-  pthread_mutex_unlock(&spill_g.mu);
+  vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
   reach_free(&R);
   if (rc)
     VX_LOG_ONCE(VX_LOG_ERROR, "restore from the NVMe swap failed (%s): the operation fails",
@@ -167,9 +168,9 @@ int spill_chunks(CUdeviceptr base, uint32_t first, uint32_t count) {
   for (;;) {
     uint64_t seen = __atomic_load_n(&spill_g.forgets, __ATOMIC_ACQUIRE);
     if (reg_lookup(base, &a) || a.base != base || !spill_spillable(&a)) return -EINVAL;
-    pthread_mutex_lock(&spill_g.mu);
+    vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
     if (spill_g.forgets == seen) break;
-    pthread_mutex_unlock(&spill_g.mu); /* a free raced with the lookup */
+    vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL); /* a free raced with the lookup */
   }
   spill_rec_t *r = spill_rec_get_locked(&a);
   int rc = r ? 0 : -ENOMEM;
@@ -181,18 +182,18 @@ int spill_chunks(CUdeviceptr base, uint32_t first, uint32_t count) {
     if (k) rc = spill_batch_locked(v, k);
   }
   spill_publish_locked();
-  pthread_mutex_unlock(&spill_g.mu);
+  vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
   return rc;
 }
 
 void spill_forget(CUdeviceptr base) {
   if (!spill_armed()) return;
-  pthread_mutex_lock(&spill_g.mu);
+  vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
   spill_rec_t *r = spill_rec_find_locked(base);
   if (r) spill_rec_drop_locked(r);
   __atomic_store_n(&spill_g.forgets, spill_g.forgets + 1, __ATOMIC_RELEASE);
   spill_publish_locked();
-  pthread_mutex_unlock(&spill_g.mu);
+  vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
 }
 
 // ---- unseen launches (CUkernel handles) ----
@@ -200,7 +201,7 @@ void spill_forget(CUdeviceptr base) {
 CUresult spill_unseen_launch(void) {
   if (!spill_armed()) return CUDA_SUCCESS;
   if (__atomic_load_n(&spill_g.unseen, __ATOMIC_RELAXED) && !spill_any()) return CUDA_SUCCESS;
-  pthread_mutex_lock(&spill_g.mu);
+  vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
   int first = !spill_g.unseen, rc = 0;
   __atomic_store_n(&spill_g.unseen, 1, __ATOMIC_RELAXED);
   spill_rec_t *r, *tmp;
@@ -209,7 +210,7 @@ CUresult spill_unseen_launch(void) {
       if (e && !rc) rc = e;
     }
   spill_publish_locked();
-  pthread_mutex_unlock(&spill_g.mu);
+  vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
   if (first)
     VX_LOG_ONCE(VX_LOG_WARN,
                 "a kernel launch whose pointer arguments vx cannot learn: spilled data "

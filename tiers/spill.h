@@ -40,6 +40,12 @@ void spill_forget(CUdeviceptr base);
  * One relaxed load; 0 when VX_NVME_DIR is unset or the tier failed. */
 int spill_armed(void);
 
+/* fork handlers of spill_g.mu (init.c's fork list; registered whether or
+ * not the tier is armed): the child turns the tier off. */
+void spill_atfork_prepare(void);
+void spill_atfork_parent(void);
+void spill_atfork_child(void);
+
 /* As spill_make_resident for several ranges at once: none of them is
  * chosen to make room for another (use this when one operation needs them
  * together: a copy's source and destination, a launch's arguments).

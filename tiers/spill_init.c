@@ -9,6 +9,7 @@
 #include "driver.h"
 #include "log.h"
 #include "options.h"
+#include "locks.h"
 
 /* VX_NVME_ENGINE's value is passed to nvme/ as its engine: the two lists
  * (choices.def, nvme.h) must stay in one order. */
@@ -26,15 +27,15 @@ static void nvme_say(void *arg, const char *msg) {
 
 // ---- fork ----
 
-static void atfork_prepare(void) {
-  pthread_mutex_lock(&spill_g.mu);
+void spill_atfork_prepare(void) {
+  vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
 }
-static void atfork_parent(void) {
-  pthread_mutex_unlock(&spill_g.mu);
+void spill_atfork_parent(void) {
+  vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
 }
 /* The child shares the parent's swap file offsets but not its driver state:
  * the tier is off there (spilled contents stay the parent's). */
-static void atfork_child(void) {
+void spill_atfork_child(void) {
   pthread_mutex_init(&spill_g.mu, NULL);
   if (spill_g.swap) nvme_swap_abandon(spill_g.swap);
   spill_g.swap = NULL;
@@ -43,6 +44,14 @@ static void atfork_child(void) {
 }
 
 // ---- init / fini ----
+
+/* VX_NVME_ENGINE's choices (choices.def) are nvme_engine_t's values, in
+ * order: open_swap casts one into the other (test_options.c checks the
+ * names too). */
+_Static_assert((int)VX_NVME_ENGINE_AUTO == (int)NVME_ENGINE_AUTO &&
+                   (int)VX_NVME_ENGINE_URING == (int)NVME_ENGINE_URING &&
+                   (int)VX_NVME_ENGINE_POOL == (int)NVME_ENGINE_POOL,
+               "choices.def's NVME_ENGINE list is nvme/nvme.h's engine enum");
 
 static int open_swap(void) {
   nvme_config_t cfg = {.dir = vx_opt.NVME_DIR.s,
@@ -76,7 +85,6 @@ int spill_init(void) {
            vx_opt.NVME_DIR.s, strerror(-rc));
     return rc;
   }
-  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
   __atomic_store_n(&spill_g.armed, 1, __ATOMIC_RELEASE);
   return 0;
 }
@@ -84,11 +92,11 @@ int spill_init(void) {
 void spill_fini(void) {
   if (!spill_armed()) return;
   __atomic_store_n(&spill_g.armed, 0, __ATOMIC_RELEASE);
-  pthread_mutex_lock(&spill_g.mu);
+  vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
   spill_stats_sync_locked(0);
   spill_drop_all_locked();
   spill_bounce_forget_locked();
   nvme_swap_close(spill_g.swap);
   spill_g.swap = NULL;
-  pthread_mutex_unlock(&spill_g.mu);
+  vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
 }

@@ -25,6 +25,7 @@
 #include "spill_order.h"
 #include "driver.h"
 #include "log.h"
+#include "locks.h"
 
 #define ORDER_PENDING 64 /* records one thread's operation can note */
 
@@ -75,21 +76,21 @@ static int user_find_locked(CUcontext ctx, CUstream s, int any) {
  * before the lock) is in *ev; -1 when the table is full.  An entry never
  * changes once in the table, so *ev may be used after the unlock. */
 static int user_get(CUcontext ctx, CUstream s, int any, CUevent *ev) {
-  pthread_mutex_lock(&spill_g.mu);
+  vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
   int u = user_find_locked(ctx, s, any);
-  pthread_mutex_unlock(&spill_g.mu);
+  vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
   CUevent mine = NULL;
   if (u < 0 && !any && VX_CALL(cuEventCreate, &mine, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
     return -1;
   if (u < 0) {
-    pthread_mutex_lock(&spill_g.mu);
+    vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
     u = user_find_locked(ctx, s, any); /* another thread's may have come in */
     if (u < 0 && nusers < SPILL_ORDER_USERS) {
       users[nusers] = (order_user_t){.ctx = ctx, .s = s, .any = any, .ev = mine};
       u = nusers++;
       mine = NULL;
     }
-    pthread_mutex_unlock(&spill_g.mu);
+    vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
   }
   if (mine) VX_CALL(cuEventDestroy_v2, mine);
   if (u >= 0) *ev = users[u].ev;
@@ -141,9 +142,9 @@ void spill_order_enqueued(CUstream s, int how) {
      * stream's): the current context's wait would not cover it */
     if (u >= 0 && !any && VX_CALL(cuEventRecord, ev, s) != CUDA_SUCCESS) u = -1;
   }
-  pthread_mutex_lock(&spill_g.mu);
+  vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
   mark_locked(u >= 0 ? (uint64_t)1 << u : SPILL_ORDER_LOST);
-  pthread_mutex_unlock(&spill_g.mu);
+  vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
   pend_n = pend.all = 0;
   if (u < 0)
     VX_LOG_ONCE(VX_LOG_WARN,

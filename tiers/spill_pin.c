@@ -6,12 +6,13 @@
 #include "spill.h"
 #include "spill_int.h"
 #include "spill_order.h"
+#include "locks.h"
 
 static void pin_thread_exit(void *arg) {
   spill_pinset_t *ps = arg;
-  pthread_mutex_lock(&spill_g.mu);
+  vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
   spill_unpin_all_locked(ps);
-  pthread_mutex_unlock(&spill_g.mu);
+  vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
   for (int c = 0; c < SPILL_PIN_CALLS; c++)
     if (ps->p[c] != ps->p0[c]) free(ps->p[c]);
   free(ps);
@@ -84,7 +85,7 @@ void spill_pins_release(void) {
   for (int c = 0; c < SPILL_PIN_CALLS; c++)
     any |= ps->n[c];
   if (!any) return;
-  pthread_mutex_lock(&spill_g.mu);
+  vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
   spill_unpin_all_locked(ps);
-  pthread_mutex_unlock(&spill_g.mu);
+  vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
 }

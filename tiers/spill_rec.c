@@ -8,6 +8,7 @@
 #include "spill_int.h"
 #include "ctr.h"
 #include "log.h"
+#include "locks.h"
 
 int spill_spillable(const vx_alloc_info_t *a) {
   return a->tier == VX_TIER_MANAGED || a->tier == VX_TIER_HOST;
@@ -94,7 +95,7 @@ static spill_rec_t *limbo;
 
 uint64_t spill_forget_begin(CUdeviceptr base) {
   if (!spill_armed()) return 0;
-  pthread_mutex_lock(&spill_g.mu);
+  vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
   spill_rec_t *r = spill_rec_find_locked(base);
   uint64_t token = 0;
   if (r) {
@@ -106,13 +107,13 @@ uint64_t spill_forget_begin(CUdeviceptr base) {
   /* lookups made before are stale: the address may come back soon */
   __atomic_store_n(&spill_g.forgets, spill_g.forgets + 1, __ATOMIC_RELEASE);
   spill_publish_locked();
-  pthread_mutex_unlock(&spill_g.mu);
+  vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
   return token;
 }
 
 void spill_forget_end(uint64_t token, int freed) {
   if (!token) return;
-  pthread_mutex_lock(&spill_g.mu);
+  vx_mutex_lock(&spill_g.mu, VX_RANK_SPILL);
   spill_rec_t **at = &limbo, *r;
   while ((r = *at) && r->gen != token)
     at = &r->limbo_next;
@@ -135,5 +136,5 @@ void spill_forget_end(uint64_t token, int freed) {
     __atomic_store_n(&spill_g.forgets, spill_g.forgets + 1, __ATOMIC_RELEASE);
     spill_publish_locked();
   }
-  pthread_mutex_unlock(&spill_g.mu);
+  vx_mutex_unlock(&spill_g.mu, VX_RANK_SPILL);
 }

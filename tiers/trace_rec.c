@@ -16,6 +16,7 @@
 #include "trace.h"
 #include "driver.h"
 #include "log.h"
+#include "locks.h"
 
 #define TR_BUF (1u << 20)
 
@@ -110,14 +111,14 @@ static void record(pol_trace_rec_t *r) {
   if (!trace_rec_on()) return;
   int ndev = device_count();
   r->time = tr_now();
-  pthread_mutex_lock(&tr_lock);
+  vx_mutex_lock(&tr_lock, VX_RANK_TRACE);
   if (tr_on && !ensure_header_locked(ndev) && r->device < (uint32_t)tr_ndev) {
     size_t need = pol_trace_rec_size(r);
     if (tr_len + need > TR_BUF) flush_locked();
     int n = pol_trace_encode(tr_buf + tr_len, TR_BUF - tr_len, r);
     if (n > 0) tr_len += (size_t)n;
   }
-  pthread_mutex_unlock(&tr_lock);
+  vx_mutex_unlock(&tr_lock, VX_RANK_TRACE);
 }
 
 void trace_rec_alloc(int dev, uint64_t id, uint64_t addr, uint64_t size, uint32_t flags) {
@@ -147,7 +148,7 @@ void trace_rec_launch(int dev, uint64_t kernel, uint64_t stream, const pol_range
 }
 
 void trace_rec_fini(void) {
-  pthread_mutex_lock(&tr_lock);
+  vx_mutex_lock(&tr_lock, VX_RANK_TRACE);
   if (tr_fd >= 0) {
     __atomic_store_n(&tr_on, 0, __ATOMIC_RELAXED);
     flush_locked();
@@ -162,14 +163,14 @@ void trace_rec_fini(void) {
     free(tr_buf);
     tr_buf = NULL;
   }
-  pthread_mutex_unlock(&tr_lock);
+  vx_mutex_unlock(&tr_lock, VX_RANK_TRACE);
 }
 
 void trace_rec_atfork_prepare(void) {
-  pthread_mutex_lock(&tr_lock);
+  vx_mutex_lock(&tr_lock, VX_RANK_TRACE);
 }
 void trace_rec_atfork_parent(void) {
-  pthread_mutex_unlock(&tr_lock);
+  vx_mutex_unlock(&tr_lock, VX_RANK_TRACE);
 }
 void trace_rec_atfork_child(void) {
   pthread_mutex_init(&tr_lock, NULL);

@@ -7,14 +7,22 @@
 
 #include "cli_json.h"
 
-enum { VX_TIER_NATIVE, VX_TIER_MANAGED, VX_TIER_HOST, VX_TIER_NVME, VX_TIER_COUNT };
+/* The report's memory columns (a sample's tier[], the timeline's bands):
+ * not tiers/registry.h's allocation tiers, which count placements. */
+enum {
+  VX_REPORT_COL_NATIVE,
+  VX_REPORT_COL_MANAGED,
+  VX_REPORT_COL_HOST,
+  VX_REPORT_COL_NVME,
+  VX_REPORT_COLS
+};
 
 /* One timeline sample: process totals at time t (seconds from start); tier
  * bytes are current values, up/down are rates derived from the cumulative
  * bytes_up/bytes_down of consecutive samples (bytes per second). */
 typedef struct vx_sample {
   double t;
-  double tier[VX_TIER_COUNT];
+  double tier[VX_REPORT_COLS];
   double up, down;
 } vx_sample_t;
 
@@ -33,7 +41,7 @@ typedef struct vx_report {
   double budget; /* the devices' limit_bytes summed: the device budget (0: not recorded) */
 } vx_report_t;
 
-extern const char *const vx_tier_names[VX_TIER_COUNT];
+extern const char *const vx_report_col_names[VX_REPORT_COLS];
 
 /* Reads and interprets a report file.  Returns 0 or -errno with a reason in
  * err (unreadable, not JSON, not an object). */

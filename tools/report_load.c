@@ -11,13 +11,13 @@
 
 #define MAX_REPORT (64u << 20)
 
-const char *const vx_tier_names[VX_TIER_COUNT] = {"native", "managed", "host", "nvme"};
+const char *const vx_report_col_names[VX_REPORT_COLS] = {"native", "managed", "host", "nvme"};
 
 /* Accepted spellings of each field. */
-static const char *const tier_keys[VX_TIER_COUNT][3] = {{"native", "native_bytes", "device"},
-                                                        {"managed", "managed_bytes", NULL},
-                                                        {"host", "host_tier_bytes", "host_bytes"},
-                                                        {"nvme", "nvme_bytes", NULL}};
+static const char *const tier_keys[VX_REPORT_COLS][3] = {{"native", "native_bytes", "device"},
+                                                         {"managed", "managed_bytes", NULL},
+                                                         {"host", "host_tier_bytes", "host_bytes"},
+                                                         {"nvme", "nvme_bytes", NULL}};
 
 static double field(const vx_json_t *o, const char *const *keys, size_t n, double def) {
   for (size_t i = 0; i < n; i++)
@@ -64,7 +64,7 @@ static int load_timeline(vx_report_t *r) {
     vx_sample_t *x = &r->samples[r->nsamples];
     x->t = field(s, tk, 3, 0);
     if (r->nsamples && x->t < prev_t) continue; /* samples must go forward in time */
-    for (int k = 0; k < VX_TIER_COUNT; k++)
+    for (int k = 0; k < VX_REPORT_COLS; k++)
       x->tier[k] = field(b && b->type == VX_JSON_OBJ ? b : s, tier_keys[k], 3, 0);
     double up = field(s, uk, 2, 0), down = field(s, dk, 2, 0);
     x->up = r->nsamples ? delta_rate(up, prev_up, x->t - prev_t) : 0;

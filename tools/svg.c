@@ -19,7 +19,7 @@
 #define MAX_SITES 10
 #define SITE_CHARS 76 /* of a site's stack on its line: 12px sans-serif, 900 wide */
 
-static const char *const tier_colors[VX_TIER_COUNT] = {"#2b6cb0", "#38a169", "#d69e2e", "#c53030"};
+static const char *const tier_colors[VX_REPORT_COLS] = {"#2b6cb0", "#38a169", "#d69e2e", "#c53030"};
 
 static void xml_text(FILE *out, const char *s) {
   for (; *s; s++) {
@@ -100,26 +100,26 @@ static void time_labels(const vx_report_t *r, FILE *out, int y) {
 static void tier_areas(const vx_report_t *r, FILE *out) {
   double max = 1;
   for (size_t i = 0; i < r->nsamples; i++)
-    if (stack_top(&r->samples[i], VX_TIER_COUNT - 1) > max)
-      max = stack_top(&r->samples[i], VX_TIER_COUNT - 1);
+    if (stack_top(&r->samples[i], VX_REPORT_COLS - 1) > max)
+      max = stack_top(&r->samples[i], VX_REPORT_COLS - 1);
   if (r->budget > max) max = r->budget; /* the budget line stays in the picture */
   axis(out, TIER_Y, TIER_H, max, "");
   time_labels(r, out, TIER_Y + TIER_H);
-  for (int k = 0; k < VX_TIER_COUNT; k++) {
+  for (int k = 0; k < VX_REPORT_COLS; k++) {
     fprintf(out, "<path id=\"tier-%s\" class=\"tier\" fill=\"%s\" fill-opacity=\"0.8\" d=\"",
-            vx_tier_names[k], tier_colors[k]);
+            vx_report_col_names[k], tier_colors[k]);
     for (size_t i = 0; i < r->nsamples; i++)
       fprintf(out, "%c%.1f,%.1f ", i ? 'L' : 'M', x_of(r, r->samples[i].t),
               TIER_Y + TIER_H - stack_top(&r->samples[i], k) / max * TIER_H);
     for (size_t i = r->nsamples; i-- > 0;)
       fprintf(out, "L%.1f,%.1f ", x_of(r, r->samples[i].t),
               TIER_Y + TIER_H - (k ? stack_top(&r->samples[i], k - 1) : 0) / max * TIER_H);
-    fprintf(out, "Z\"><title>%s bytes</title></path>\n", vx_tier_names[k]);
+    fprintf(out, "Z\"><title>%s bytes</title></path>\n", vx_report_col_names[k]);
     fprintf(out,
             "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
             "<text x=\"%d\" y=\"%d\">%s</text>\n",
             LEFT + 10 + k * 110, TIER_Y - 24, tier_colors[k], LEFT + 26 + k * 110, TIER_Y - 14,
-            vx_tier_names[k]);
+            vx_report_col_names[k]);
   }
   if (r->budget > 0) { /* what the device budget allowed: above it, data had to move */
     char b[16];

@@ -219,8 +219,10 @@ class Seg:
 
 
 def counter_names():
+    """counters.def's counters in order: a VX_GAUGE row is two, name and name_peak."""
     with open(os.path.join(SRC, "core", "counters.def")) as f:
-        return re.findall(r"^VX_COUNTER\((\w+),", f.read(), re.M)
+        rows = re.findall(r"^VX_(COUNTER|GAUGE)\((\w+),", f.read(), re.M)
+    return [n for kind, name in rows for n in ([name] if kind == "COUNTER" else [name, name + "_peak"])]
 
 
 def expected(d, i, name):

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nvme.h"
 #include "options.h"
+#include "policy.h"
 
 START_TEST(bools) {
   int v = -1;
@@ -158,6 +160,45 @@ START_TEST(enum_orders) {
   }
   ck_assert_int_eq(o.POLICY, VX_POLICY_STATIC);
   ck_assert_int_eq(o.REPORT_MEMORY, VX_REPORT_MEMORY_EXTENDED);
+}
+END_TEST
+
+/* Choice idx of an ENUM option's "a|b|c" into buf; 0, or -1 past the end. */
+static int choice_text(const char *choices, int idx, char *buf, size_t len) {
+  const char *c = choices;
+  for (int k = 0; k < idx && c; k++)
+    c = strchr(c, '|') ? strchr(c, '|') + 1 : NULL;
+  if (!c) return -1;
+  snprintf(buf, len, "%.*s", (int)strcspn(c, "|"), c);
+  return 0;
+}
+
+/* Each choice of VX_NVME_ENGINE, as libvx stores it, is the nvme_engine_t
+ * of the same name (tiers/spill_init.c casts one into the other); each of
+ * VX_POLICY's is the pol_kind_t of the same name. */
+START_TEST(enum_maps_to_other_enums) {
+  vx_options_t o;
+  char err[256], text[64];
+  int eng = vx_option_find("NVME_ENGINE"), pol = vx_option_find("POLICY"), n = 0;
+  ck_assert_int_ge(eng, 0);
+  ck_assert_int_ge(pol, 0);
+  for (int idx = 0; !choice_text(vx_option_info(eng)->choices, idx, text, sizeof text); idx++) {
+    ck_assert_int_eq(vx_option_set(&o, eng, text, err, sizeof err), 0);
+    ck_assert_int_eq(o.NVME_ENGINE, idx);
+    nvme_engine_t e = (nvme_engine_t)-1;
+    ck_assert_int_eq(nvme_engine_parse(text, &e), 0);
+    ck_assert_int_eq((int)e, o.NVME_ENGINE);
+    ck_assert_str_eq(nvme_engine_name((nvme_engine_t)o.NVME_ENGINE), text);
+    n++;
+  }
+  ck_assert_int_eq(n, 3); /* auto, uring, pool */
+  for (int idx = 0; !choice_text(vx_option_info(pol)->choices, idx, text, sizeof text); idx++) {
+    ck_assert_int_eq(vx_option_set(&o, pol, text, err, sizeof err), 0);
+    ck_assert_int_eq(o.POLICY, pol_kind_parse(text));
+    ck_assert_str_eq(pol_kind_name((pol_kind_t)o.POLICY), text);
+    n++;
+  }
+  ck_assert_int_eq(n, 6); /* predict, demand, static */
 }
 END_TEST
 
@@ -326,6 +367,7 @@ int main(void) {
   tcase_add_test(tc, ints_percents_enums);
   tcase_add_test(tc, enum_orders);
   tcase_add_test(tc, enum_choices_are_data);
+  tcase_add_test(tc, enum_maps_to_other_enums);
   tcase_add_test(tc, every_option);
   tcase_add_test(tc, load);
   tcase_add_test(tc, percent_round_trip);

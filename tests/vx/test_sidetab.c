@@ -31,7 +31,7 @@ static void expect_entry(sidetab_t *t, uint64_t key, size_t size, int dev) {
 START_TEST(first_add_table_oom) {
   /* The first add allocates the table: when that fails the add reports
    * -ENOMEM (before the fix uthash called exit(-1)) and nothing is kept. */
-  sidetab_t t = SIDETAB_INIT;
+  sidetab_t t = SIDETAB_INIT(VX_RANK_VMM);
   size_t s;
   int d;
   uthash_budget = 0;
@@ -49,7 +49,7 @@ END_TEST
 START_TEST(expand_oom_keeps_table) {
   /* Growing the bucket array fails half-way through many adds: the failed
    * key is absent, every earlier key is still there with its values. */
-  sidetab_t t = SIDETAB_INIT;
+  sidetab_t t = SIDETAB_INIT(VX_RANK_VMM);
   enum { N = 2000 };
   uthash_budget = -1;
   uthash_calls = 0;

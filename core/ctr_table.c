@@ -1,5 +1,5 @@
 /* The counter table from counters.def: names, kinds, each gauge's value ->
- * peak pairing (for the live counters, tiers/ctr_live.c, and `vx stat`) and
+ * peak pairing (for the live counters, core/ctr_live.c, and `vx stat`) and
  * the text/JSON printer of the exit report. */
 #include "counters.h"
 

@@ -1,5 +1,5 @@
 /* optcheck.c: a VX_* value checked with libvx's own table and parser
- * (interpose/options.c), before the library sees it: one grammar, one table. */
+ * (core/options.c), before the library sees it: one grammar, one table. */
 #include "cli.h"
 #include "options.h"
 

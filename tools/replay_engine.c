@@ -297,7 +297,7 @@ static int future(void *ctx, uint32_t k, pol_launch_t *out) {
 // ---- events ----
 
 /* Where libvx puts an allocation of `size` under policy kind e->place, at
- * its default options (tiers/place.c, decide(); interpose/options.def): at
+ * its default options (tiers/place.c, decide(); core/options.def): at
  * most VX_NATIVE_MAX (1M) stays native; under static, VX_STATIC_MIN (64M)
  * and more lives in host memory; the rest is native while the native bytes
  * stay within the device budget less the room kept for movable data

@@ -1,4 +1,4 @@
-/* fuzz_options.c: libFuzzer target for the VX_* value parsers (interpose/options.c).
+/* fuzz_options.c: libFuzzer target for the VX_* value parsers (core/options.c).
  * Byte 0 picks the option, the rest is the value; accepted values must round-trip. */
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* fuzz_stats.c: libFuzzer target for the live stats segment reader (interpose/stats_shm.c).
+/* fuzz_stats.c: libFuzzer target for the live stats segment reader (obs/stats_shm.c).
  * A corrupt or foreign segment must be refused by vx_stats_validate, never read out of bounds. */
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* fuzz_symtab.c: libFuzzer target for the ELF symbol-table reader (interpose/symtab.c).
+/* fuzz_symtab.c: libFuzzer target for the ELF symbol-table reader (obs/symtab.c).
  * Any bytes are a name or a clean "no symbol", never a read outside the input. */
 #include <errno.h>
 #include <stdint.h>

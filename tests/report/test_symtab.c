@@ -1,4 +1,4 @@
-/* test_symtab: the ELF symbol-table reader (interpose/symtab.c) on this test
+/* test_symtab: the ELF symbol-table reader (obs/symtab.c) on this test
  * program's own file, whole, truncated and with bogus offsets and sizes:
  * a static function is named; a broken file is a clean "no symbol". */
 #include <check.h>

@@ -1,4 +1,4 @@
-/* test_timeline: the timeline ring alone (interpose/timeline.c with the live
+/* test_timeline: the timeline ring alone (obs/timeline.c with the live
  * counters): sums over devices, bounded size, halving with a doubled period. */
 #include <check.h>
 

@@ -1,4 +1,4 @@
-/* Unit test of interpose/outfile.c: opening a user-given output path never
+/* Unit test of core/outfile.c: opening a user-given output path never
  * blocks and refuses what the caller cannot use; a write into a pipe whose
  * reader left is -EPIPE, not the process's death by SIGPIPE. */
 #include <check.h>

@@ -1,4 +1,4 @@
-/* Unit test of vx_secure_exec() (interpose/secure.c): 0 in an ordinary
+/* Unit test of vx_secure_exec() (core/secure.c): 0 in an ordinary
  * process, and it agrees with the kernel's AT_SECURE entry read directly. */
 #include <check.h>
 

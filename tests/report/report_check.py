@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""report_check.py MODE APP VX: runs report_app under libvx.so (R_PRELOAD)
+"""report_check.py MODE APP VX: runs prog_report under libvx.so (R_PRELOAD)
 and checks its exit report (timeline, sites, command) and `vx report --svg`.
 
 Modes: sites (VX_SITES=1, JSON + SVG), nosites (no VX_SITES: no sites),
@@ -39,8 +39,8 @@ def run_app(app, cwd, extra, args=()):
     p = subprocess.run([app] + list(args), cwd=cwd, env=env, capture_output=True, text=True,
                        timeout=50)
     sys.stderr.write(p.stderr)
-    check(p.returncode == 0, "report_app exited %d" % p.returncode)
-    check("ok" in p.stdout, "report_app did not finish: %r" % p.stdout)
+    check(p.returncode == 0, "prog_report exited %d" % p.returncode)
+    check("ok" in p.stdout, "prog_report did not finish: %r" % p.stdout)
 
 
 def load(path):
@@ -71,7 +71,7 @@ def site_of(j, name):
     found = [s for s in j.get("sites", []) if any(name in f for f in s["stack"])]
     check(len(found) == 1, "%d sites name %s: %r" % (len(found), name, j.get("sites")))
     s = found[0]
-    check(s["stack"][0].startswith("report_app(%s+0x" % name),
+    check(s["stack"][0].startswith("prog_report(%s+0x" % name),
           "innermost frame of %s is %r (vx's frames must be skipped)" % (name, s["stack"][0]))
     return s
 

@@ -6,7 +6,7 @@ Modes: sites (VX_SITES=1, JSON + SVG), nosites (no VX_SITES: no sites),
 text (the text report's sites section), fork (a forked child without a CUDA
 call writes none; one with a call writes its own
 report: inherited samples and sites, no sampler thread; the parent's goes on),
-static (report_static: a static function, named from the program's own
+static (prog_report_static: a static function, named from the program's own
 symbol table in the JSON and text reports, vx report's summary, SVG and folded
 stacks), nvme (an NVMe run: every timeline sample a partition, native + managed + host +
 nvme == live, bytes in the swap counted there only)."""

@@ -2,8 +2,8 @@
 # bench-predictor.sh: issue 11's figures as one table, live and offline.
 #
 #  1. live, default vx settings (no VX_DEVICE_LIMIT, default VX_RESERVE), the
-#     simulated device sized so the program needs 2-4x its memory: p_train,
-#     p_torch (a PyTorch-like caching-allocator loop), vx_oversub (touch
+#     simulated device sized so the program needs 2-4x its memory: prog_train,
+#     prog_torch (a PyTorch-like caching-allocator loop), vx_oversub (touch
 #     once) and `vx play` of every synthetic workload; demand, static and
 #     predict, virtual time from the simulator's clock.  Targets: predict
 #     <= 0.75x demand on repeating workloads, <= the best of demand and
@@ -24,7 +24,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${VX_BUILD:-$root/build}
 [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" >/dev/null
-cmake --build "$build" --target vx-cli vx simcuda p_train p_torch vx_oversub -j2 >/dev/null ||
+cmake --build "$build" --target vx-cli vx simcuda prog_train prog_torch vx_oversub -j2 >/dev/null ||
   { echo "bench-predictor: build failed"; exit 2; }
 vx=$build/vx
 sim=$build/tests/simcuda
@@ -89,8 +89,8 @@ echo "   um = plain Unified Memory (VX_POLICY=demand VX_MOVABLE=100% VX_NATIVE_M
 echo "   p/ref = predict / the better of um and demand; p/best also counts static"
 printf "%-28s %6s %9s %9s %9s %9s %8s %8s %9s  %s\n" program kind um demand static predict \
   "p/ref" "p/best" "moved p/d" target
-live_row "p_train 64M (2.4x)" 64M repeat "$build/tests/predict/p_train"
-live_row "p_torch 96M (2.5x)" 96M repeat "$build/tests/predict/p_torch"
+live_row "prog_train 64M (2.4x)" 64M repeat "$build/tests/predict/prog_train"
+live_row "prog_torch 96M (2.5x)" 96M repeat "$build/tests/predict/prog_torch"
 live_row "vx_oversub 1G on 256M" 256M once "$build/tests/kit/vx_oversub" --bytes 1G
 
 workloads="transformer-train transformer-infer cnn moe two-stream"
@@ -129,7 +129,7 @@ for w in $workloads; do
   judge $?
   printf "%-28s %10.4f %10.4f %8s  %-20s %9s  %s\n" "play $w 2x" "$l" "$o" "$r" "$v1" "$rb" "$v"
 done
-for prog in p_train:64M p_torch:96M; do
+for prog in prog_train:64M prog_torch:96M; do
   n=${prog%%:*} vram=${prog##*:}
   SIMCUDA_VRAM=$vram VX_POLICY=predict VX_LEDGER=off VX_TRACE="$tmp/$n.vxt" \
     LD_LIBRARY_PATH="$sim" LD_PRELOAD="$build/libvx.so" "$build/tests/predict/$n" >"$tmp/$n.live" ||

@@ -3,7 +3,7 @@
 #  1. an unmodified CUDA driver-API program that needs 4x the device's
 #     memory, without vx: it fails, out of memory;
 #  2. the same with LD_PRELOAD=libvx.so: it completes, data verified;
-#  3. a repeating training-like loop (tests/predict/p_train) at 2.4x a
+#  3. a repeating training-like loop (tests/predict/prog_train) at 2.4x a
 #     64 MiB simulated device, under plain Unified Memory and under vx's
 #     predictor: the time of each and their ratio (virtual time of the
 #     simulator, always: on a real GPU of 141 GB the loop would fit).
@@ -81,7 +81,7 @@ else
 fi
 
 echo
-train=$build/tests/predict/p_train
+train=$build/tests/predict/prog_train
 echo "== 3. a training-like loop that repeats (8 layers, forward, backward, update; 2.4x a"
 echo "   64 MiB simulated device): plain Unified Memory against vx's predictor"
 sim=(env LD_LIBRARY_PATH="$build/tests/simcuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -5,7 +5,7 @@
 #   scripts/soak.sh [BUILD_DIR]      (default: build; built if needed)
 # Environment: VX_SOAK_OPS (default 100000 per run), VX_SOAK_SEEDS (default
 # "1 2 3"), VX_SOAK_THREADS (default 8).  Non-zero exit on any failure; each
-# failure prints its seed: rerun `stress --seed S ...` with the same settings.
+# failure prints its seed: rerun `prog_stress --seed S ...` with the same settings.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -14,13 +14,13 @@ ops=${VX_SOAK_OPS:-100000}
 seeds=${VX_SOAK_SEEDS:-"1 2 3"}
 threads=${VX_SOAK_THREADS:-8}
 
-if [ ! -x "$build/tests/stress/stress" ] || [ ! -f "$build/libvx.so" ] ||
+if [ ! -x "$build/tests/stress/prog_stress" ] || [ ! -f "$build/libvx.so" ] ||
    [ ! -f "$build/tests/stress/failmalloc.so" ]; then
-  cmake -S . -B "$build" >/dev/null && cmake --build "$build" -j 2 --target vx_stress vx simcuda vx_fault_app \
+  cmake -S . -B "$build" >/dev/null && cmake --build "$build" -j 2 --target prog_stress vx simcuda prog_fault \
     vx_failmalloc \
     >/dev/null || { echo "vx soak: build failed"; exit 1; }
 fi
-stress=$build/tests/stress/stress
+stress=$build/tests/stress/prog_stress
 nvme_dir=$(mktemp -d "${TMPDIR:-/tmp}/vx-soak-nvme.XXXXXX") || exit 1
 trap 'rm -rf "$nvme_dir"' EXIT
 common=(LD_LIBRARY_PATH="$build/tests/simcuda" LD_PRELOAD="$build/libvx.so" SIMCUDA_VRAM=32M
@@ -63,7 +63,7 @@ echo "vx soak: $runs runs, $total_ops operations, $total_verifies verifications,
 echo "==== vx soak: fault matrix"
 VX_MATRIX_NTH=${VX_SOAK_MATRIX_NTH:-"1 2 3 4 8 16 64"} LD_LIBRARY_PATH="$build/tests/simcuda" \
   VX_MATRIX_FAILMALLOC="$build/tests/stress/failmalloc.so" \
-  bash tests/stress/fault_matrix.sh "$build/tests/stress/fault_app" "$build/libvx.so" core/hooks.def \
+  bash tests/stress/fault_matrix.sh "$build/tests/stress/prog_fault" "$build/libvx.so" core/hooks.def \
   | grep -E "BAD|XFAIL|XPASS|^fault matrix:" || status=1
 [ $status -eq 0 ] && echo "vx soak: nothing lost" || echo "vx soak: FAILURES (replay with the seed shown)"
 exit $status

@@ -27,7 +27,7 @@ function(vx_add_test)
   set(env
       "LD_LIBRARY_PATH=${libpath}"
       "VX_TEST_BIN_DIR=${CMAKE_BINARY_DIR}"
-      "VX_TEST_SRC_DIR=${CMAKE_SOURCE_DIR}"
+      "VX_TEST_SRC_DIR=${PROJECT_SOURCE_DIR}"
       "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=1"
       "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
       "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # predict_budget: under VX_POLICY=predict a VX_DEVICE_LIMIT below physical
-# memory behaves like a smaller device: p_train verifies, the predictor
+# memory behaves like a smaller device: prog_train verifies, the predictor
 # moves data, and the simulator's peak device occupancy (native + resident
 # managed + contexts) never exceeds the limit.  Limits that hold the native
 # part plus the largest launch's chunks (3 buffers of 6 MiB): below that no

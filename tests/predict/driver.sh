@@ -1,11 +1,11 @@
 #!/bin/sh
-# predict_driver_V: p_train against the simulated driver of release V
+# predict_driver_V: prog_train against the simulated driver of release V
 # (SIMCUDA_DRIVER_VERSION, tests/simcuda/driver-V/libcuda.so.1 first on
 # LD_LIBRARY_PATH: what the release lacks, dlsym cannot find either).  Under
 # predict and static every result verifies, and each entry point the release
 # lacks is named once on stderr with what it costs; what is still there
 # works: prefetches land (range by range before 13.0) and none fails, on the
-# legacy default stream p_train launches on (the batch call refuses it, so
+# legacy default stream prog_train launches on (the batch call refuses it, so
 # vx must use its own streams); before 12.4 the predictor is off, said so.
 # Usage: driver.sh P_TRAIN
 set -eu
@@ -25,7 +25,7 @@ said() {
 for pol in predict static demand; do
   VX_POLICY=$pol VX_STATIC_MIN=4M VX_LOG=info VX_REPORT="$dir/$pol.json" \
     LD_PRELOAD="$P_PRELOAD" "$train" > "$dir/$pol.out" 2> "$dir/$pol.err" ||
-    { echo "FAIL: $pol: p_train exited $?"; cat "$dir/$pol.err"; exit 1; }
+    { echo "FAIL: $pol: prog_train exited $?"; cat "$dir/$pol.err"; exit 1; }
   echo "== $pol"; cat "$dir/$pol.out"; grep 'lacks' "$dir/$pol.err" || true
   e=$dir/$pol.err
   name=$(awk -v v="$v" 'BEGIN{printf "driver %d.%d lacks", v/1000, (v%1000)/10}')

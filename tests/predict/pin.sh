@@ -1,6 +1,6 @@
 #!/bin/sh
 # predict_pin: allocations whose chunks come up about once per use are
-# pinned to host memory (tiers/exec.c), and the data stays exact: p_torch
+# pinned to host memory (tiers/exec.c), and the data stays exact: prog_torch
 # (the PyTorch-like loop, 2.5x the device at default settings) verifies
 # every weight and momentum word, and its exit report counts host_pins.
 # Usage: pin.sh P_TORCH

@@ -1,7 +1,7 @@
 #!/bin/sh
-# predict_ratios: p_train under VX_POLICY=demand, static and predict (with
+# predict_ratios: prog_train under VX_POLICY=demand, static and predict (with
 # the default prefetch distance and with VX_PREFETCH_DISTANCE=4); all
-# verify (p_train exits 1 otherwise), and predict's simulated time and
+# verify (prog_train exits 1 otherwise), and predict's simulated time and
 # faults are well below demand's.  Figures and why: tests/predict/README.md.
 # Usage: ratios.sh P_TRAIN
 set -eu

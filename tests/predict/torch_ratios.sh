@@ -1,9 +1,9 @@
 #!/bin/sh
-# predict_torch_ratios: p_torch (a PyTorch-like caching-allocator loop) under
+# predict_torch_ratios: prog_torch (a PyTorch-like caching-allocator loop) under
 # VX_POLICY=demand, static (VX_STATIC_MIN=4M) and predict, at whatever vx
 # settings the environment gives; prints each run's JSON line, then
 # total_ns/demand, faults and bytes moved per run.  Asserts only that every
-# run verifies (p_torch exits 1 on a wrong byte): the figures are for tuning
+# run verifies (prog_torch exits 1 on a wrong byte): the figures are for tuning
 # vx (tests/predict/README.md), not a gate.
 # Usage: torch_ratios.sh P_TORCH
 set -eu
@@ -19,7 +19,7 @@ run() {
   name=$1
   shift
   if ! env "$@" LD_PRELOAD="$P_PRELOAD" "$torch" > "$dir/$name"; then
-    echo "$name: FAIL: p_torch did not verify (exit status non-zero)"
+    echo "$name: FAIL: prog_torch did not verify (exit status non-zero)"
     fail=1
   fi
   cat "$dir/$name"

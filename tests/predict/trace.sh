@@ -1,5 +1,5 @@
 #!/bin/sh
-# predict_trace: record a VX_TRACE of p_train, check its launches against
+# predict_trace: record a VX_TRACE of prog_train, check its launches against
 # the chunk sets the program says it passed, check the file is private,
 # and replay it with `vx replay --json`.
 # Usage: trace.sh P_TRAIN P_TRACECHECK VX

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""report_check.py MODE APP VX: runs report_app under libvx.so (R_PRELOAD)
+"""report_check.py MODE APP VX: runs prog_report under libvx.so (R_PRELOAD)
 and checks its exit report (timeline, sites, command) and `vx report --svg`.
 
 Modes: sites (VX_SITES=1, JSON + SVG), nosites (no VX_SITES: no sites),
 text (the text report's sites section), fork (a forked child without a CUDA
 call writes none; one with a call writes its own
 report: inherited samples and sites, no sampler thread; the parent's goes on),
-static (report_static: a static function, named from the program's own
+static (prog_report_static: a static function, named from the program's own
 symbol table in the JSON and text reports, vx report's summary, SVG and folded
 stacks), nvme (an NVMe run: every timeline sample a partition, native + managed + host +
 nvme == live, bytes in the swap counted there only)."""
@@ -39,8 +39,8 @@ def run_app(app, cwd, extra, args=()):
     p = subprocess.run([app] + list(args), cwd=cwd, env=env, capture_output=True, text=True,
                        timeout=50)
     sys.stderr.write(p.stderr)
-    check(p.returncode == 0, "report_app exited %d" % p.returncode)
-    check("ok" in p.stdout, "report_app did not finish: %r" % p.stdout)
+    check(p.returncode == 0, "prog_report exited %d" % p.returncode)
+    check("ok" in p.stdout, "prog_report did not finish: %r" % p.stdout)
 
 
 def load(path):
@@ -71,7 +71,7 @@ def site_of(j, name):
     found = [s for s in j.get("sites", []) if any(name in f for f in s["stack"])]
     check(len(found) == 1, "%d sites name %s: %r" % (len(found), name, j.get("sites")))
     s = found[0]
-    check(s["stack"][0].startswith("report_app(%s+0x" % name),
+    check(s["stack"][0].startswith("prog_report(%s+0x" % name),
           "innermost frame of %s is %r (vx's frames must be skipped)" % (name, s["stack"][0]))
     return s
 

@@ -1,5 +1,6 @@
 /* sim_test.h: shared helpers of the simulator's Check tests: environment,
- * a current context, CUresult assertions with error names. */
+ * a current context, CUresult assertions with error names.  Each suite
+ * ends with vx_check_run(s, 1), as every unit test does. */
 #ifndef VX_SIM_TEST_H
 #define VX_SIM_TEST_H
 
@@ -40,10 +41,5 @@ static inline simcuda_stats_t sim_test_stats(int dev) {
   simcuda_stats_t st;
   ck_assert_int_eq(simcuda_get_stats(dev, &st), 0);
   return st;
-}
-
-/* Runs the suite; returns the process exit status. */
-static inline int sim_test_run(Suite *s) {
-  return vx_check_run(s, 1);
 }
 #endif

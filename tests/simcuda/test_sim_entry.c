@@ -211,5 +211,5 @@ int main(void) {
   tcase_add_test(tc, stream_memory_ops);
   tcase_add_test(tc, exec_graph_changes);
   suite_add_tcase(s, tc);
-  return sim_test_run(s);
+  return vx_check_run(s, 1);
 }

@@ -65,5 +65,5 @@ int main(void) {
   tcase_add_test(tc, counts_per_exported_symbol);
   tcase_add_loop_test(tc, bad_specs_refuse_init, 0, 6);
   suite_add_tcase(s, tc);
-  return sim_test_run(s);
+  return vx_check_run(s, 1);
 }

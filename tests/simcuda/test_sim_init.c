@@ -181,5 +181,5 @@ int main(void) {
   tcase_add_test(tc, error_names_and_export_table);
   tcase_add_test(tc, unusable_after_fork);
   suite_add_tcase(s, tc);
-  return sim_test_run(s);
+  return vx_check_run(s, 1);
 }

@@ -227,5 +227,5 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, memory_pools);
   tcase_add_test(tc, peer_access);
   suite_add_tcase(s, tc);
-  return sim_test_run(s);
+  return vx_check_run(s, 1);
 }

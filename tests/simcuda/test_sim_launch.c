@@ -201,5 +201,5 @@ int main(void) {
   tcase_add_test(tc, illegal_out_of_bounds);
   tcase_add_test(tc, illegal_other_device);
   suite_add_tcase(s, tc);
-  return sim_test_run(s);
+  return vx_check_run(s, 1);
 }

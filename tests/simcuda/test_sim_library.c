@@ -245,5 +245,5 @@ int main(void) {
   tcase_add_test(tc, load_errors_and_file);
   tcase_add_test(tc, graph_node_carries_kern);
   suite_add_tcase(s, tc);
-  return sim_test_run(s);
+  return vx_check_run(s, 1);
 }

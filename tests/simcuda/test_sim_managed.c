@@ -481,5 +481,5 @@ int main(void) {
   tcase_add_test(tc, thrash_pins_unless_device_preferred);
   tcase_add_test(tc, prefetch_eviction_uses_the_down_engine);
   suite_add_tcase(s, tc);
-  return sim_test_run(s);
+  return vx_check_run(s, 1);
 }

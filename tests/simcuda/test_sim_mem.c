@@ -301,5 +301,5 @@ int main(void) {
   tcase_add_test(tc, async_copies_in_stream_order);
   tcase_add_test(tc, vmm_counts_and_maps);
   suite_add_tcase(s, tc);
-  return sim_test_run(s);
+  return vx_check_run(s, 1);
 }

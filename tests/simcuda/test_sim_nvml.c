@@ -161,5 +161,5 @@ int main(void) {
   tcase_add_test(tc, two_devices_consistent_with_driver);
   tcase_add_test(tc, client_calls);
   suite_add_tcase(s, tc);
-  return sim_test_run(s);
+  return vx_check_run(s, 1);
 }

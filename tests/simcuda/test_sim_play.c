@@ -153,5 +153,5 @@ int main(void) {
 #endif
   tcase_add_test(tc, timing_only_bad_value);
   suite_add_tcase(s, tc);
-  return sim_test_run(s);
+  return vx_check_run(s, 1);
 }

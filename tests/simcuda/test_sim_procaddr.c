@@ -231,5 +231,5 @@ int main(void) {
   tcase_add_test(tc, driver_variants_hide_from_dlsym);
   tcase_add_test(tc, driver_variant_mismatch);
   suite_add_tcase(s, tc);
-  return sim_test_run(s);
+  return vx_check_run(s, 1);
 }

@@ -115,5 +115,5 @@ int main(void) {
   tcase_add_test(tc, no_concurrent_managed_access);
   tcase_add_test(tc, concurrent_managed_bad_value);
   suite_add_tcase(s, tc);
-  return sim_test_run(s);
+  return vx_check_run(s, 1);
 }

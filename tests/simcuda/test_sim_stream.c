@@ -476,5 +476,5 @@ int main(void) {
   tcase_add_test(tc, capture_and_replay);
   tcase_add_test(tc, capture_modes);
   suite_add_tcase(s, tc);
-  return sim_test_run(s);
+  return vx_check_run(s, 1);
 }

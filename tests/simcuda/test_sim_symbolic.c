@@ -38,5 +38,5 @@ int main(void) {
   TCase *tc = tcase_create("symbolic");
   tcase_add_test(tc, procaddr_returns_the_drivers_own);
   suite_add_tcase(s, tc);
-  return sim_test_run(s);
+  return vx_check_run(s, 1);
 }

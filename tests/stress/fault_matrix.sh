@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fault_matrix.sh: every driver entry point libvx calls (core/hooks.def) fails at its 1st, 2nd and Nth
-# call (SIMCUDA_FAIL); fault_app runs without and with vx; vx must give the same error or succeed with data verified.
+# call (SIMCUDA_FAIL); prog_fault runs without and with vx; vx must give the same error or succeed with data verified.
 #
 #   fault_matrix.sh APP LIBVX HOOKS_DEF [SANITIZER_RUNTIME]
 # Prints a table (entry, N, without vx, with vx, verdict) and the totals;

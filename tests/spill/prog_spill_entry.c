@@ -1,5 +1,5 @@
-/* spill_entry: the copy, set, stream-memory and graph entry points cudart
- * 12.8/13 reaches beyond spill_hooks' (issue #12 point 8), each reached by
+/* prog_spill_entry: the copy, set, stream-memory and graph entry points cudart
+ * 12.8/13 reaches beyond prog_spill_hooks' (issue #12 point 8), each reached by
  * its exact symbol (dlsym on libcuda.so.1), on a buffer vx has spilled to
  * NVMe: the operation must see (and keep) the right bytes.  The graph cases
  * re-point an executable graph at the spilled buffer (instantiate with

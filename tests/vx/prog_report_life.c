@@ -1,4 +1,4 @@
-/* t_report_life: VX_REPORT over a job's life (#14 point 2).
+/* prog_report_life: VX_REPORT over a job's life (#14 point 2).
  *   - %p and %h expand (the ranks of a job, or a fork, get their own);
  *   - a forked child that made no CUDA call writes no report;
  *   - the report is rewritten while the program runs, whole each time
@@ -156,7 +156,7 @@ static void said_at_start(void) {
 int main(int argc, char **argv) {
   if (argc >= 3 && !strcmp(argv[1], "--worker")) return worker(argv[2]);
   if (!vxt_vx_preloaded()) {
-    fprintf(stderr, "t_report_life: needs LD_PRELOAD=libvx.so\n");
+    fprintf(stderr, "prog_report_life: needs LD_PRELOAD=libvx.so\n");
     return 77;
   }
   char dir[256];
@@ -166,6 +166,6 @@ int main(int argc, char **argv) {
   survives_kill(dir, argv[0]);
   said_at_start();
   rmdir(dir);
-  printf("t_report_life: ok\n");
+  printf("prog_report_life: ok\n");
   return 0;
 }

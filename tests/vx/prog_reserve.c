@@ -1,12 +1,12 @@
 /* vx_reserve, vx_no_concurrent_managed, vx_host_max: issue 12 points 3, 4
  * and 10 end to end.  One worker fills the device with 4 MiB allocations
  * (copies in, then every byte read back) and prints what it got:
- *   t_reserve reserve   the budget comes from what is free at first use
+ *   prog_reserve reserve   the budget comes from what is free at first use
  *                       (SIMCUDA_CTX_OVERHEAD takes half the device): no
  *                       native OOM from the driver, VX_RESERVE left free;
- *   t_reserve nocma     SIMCUDA_CONCURRENT_MANAGED=0: no managed memory,
+ *   prog_reserve nocma     SIMCUDA_CONCURRENT_MANAGED=0: no managed memory,
  *                       native until the driver's OOM as without vx, said once;
- *   t_reserve hostmax   VX_HOST_MAX caps vx's host-backed managed bytes:
+ *   prog_reserve hostmax   VX_HOST_MAX caps vx's host-backed managed bytes:
  *                       OOM past it, earlier data intact, extended memory
  *                       reports only what is backed. */
 #include <dlfcn.h>
@@ -202,7 +202,7 @@ static void check_hostmax(const char *dir) {
 
 int main(int argc, char **argv) {
   if (argc >= 3 && !strcmp(argv[1], "--worker")) return worker(atoi(argv[2]));
-  VXT_ASSERT(argc == 2, "usage: t_reserve reserve|nocma|hostmax");
+  VXT_ASSERT(argc == 2, "usage: prog_reserve reserve|nocma|hostmax");
   VXT_ASSERT(vxt_vx_preloaded(), "run me with libvx.so in LD_PRELOAD");
   if (!strcmp(argv[1], "reserve")) {
     check_reserve("0", 0); /* no headroom: the budget is all that was free */

@@ -1,4 +1,4 @@
-/* t_ledger: several vx processes on one (simulated) GPU share its budget
+/* prog_ledger: several vx processes on one (simulated) GPU share its budget
  * through the per-GPU ledger; a process killed with SIGKILL gives its share back.
  *
  * Each simulated driver is private to its process, so two processes each
@@ -109,7 +109,7 @@ static void spawn(proc_t *w, int nbuf, int hold, const char *ledger) {
     char n[16], hd[4];
     snprintf(n, sizeof n, "%d", nbuf);
     snprintf(hd, sizeof hd, "%d", hold);
-    execl("/proc/self/exe", "t_ledger", "--worker", n, hd, (char *)NULL);
+    execl("/proc/self/exe", "prog_ledger", "--worker", n, hd, (char *)NULL);
     _exit(127);
   }
   close(in[0]);
@@ -283,7 +283,7 @@ static void fallback(void) {
 int main(int argc, char **argv) {
   if (argc == 4 && !strcmp(argv[1], "--worker")) return worker(atoi(argv[2]), atoi(argv[3]));
   if (!vxt_vx_preloaded()) {
-    fprintf(stderr, "t_ledger: needs LD_PRELOAD=libvx.so\n");
+    fprintf(stderr, "prog_ledger: needs LD_PRELOAD=libvx.so\n");
     return 77;
   }
   signal(SIGPIPE, SIG_IGN);
@@ -294,6 +294,6 @@ int main(int argc, char **argv) {
   char key[80];
   snprintf(key, sizeof key, "%s-0", ledger_name);
   VXT_ASSERT(ledger_unlink_key(key) == 0);
-  printf("t_ledger: ok\n");
+  printf("prog_ledger: ok\n");
   return 0;
 }

@@ -1,4 +1,4 @@
-/* cli_json_test.c: the strict JSON parser of `vx report`: what it accepts,
+/* test_json.c: the strict JSON parser of `vx report`: what it accepts,
  * what it rejects (with the offset), depth limit, escapes, a fuzz pass. */
 #include <check.h>
 

@@ -1,4 +1,4 @@
-/* spill_threads: four threads of one program write, spill and read back
+/* prog_spill_threads: four threads of one program write, spill and read back
  * their own buffers at once (copies and kernels on their own streams) while
  * the host limit forces the NVMe tier to move chunks under all of them. */
 #include <errno.h>

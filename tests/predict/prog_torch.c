@@ -1,4 +1,4 @@
-/* p_torch: a PyTorch-like training loop in plain driver API, verified exactly
+/* prog_torch: a PyTorch-like training loop in plain driver API, verified exactly
  * against a host shadow of every tensor.  What it imitates, and why each part
  * matters to vx:
  *
@@ -23,7 +23,7 @@
  * computes the same on its shadow copies.  At the end every byte of every
  * weight and momentum buffer is read back and compared, and each iteration's
  * loss was compared when it was read.  Prints the simulator's counters as one
- * JSON line (the keys of p_train's, plus the allocator's footprint); exits 1
+ * JSON line (the keys of prog_train's, plus the allocator's footprint); exits 1
  * if anything differs.
  *
  * Environment: T_LAYERS (8), T_ITERS (8), T_SEG_MB (20), T_MIN_MB (1),
@@ -54,7 +54,7 @@ static int env_int(const char *name, int def, int lo, int hi) {
 static void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
   if (!p) {
-    fprintf(stderr, "p_torch: out of host memory (%zu bytes)\n", n);
+    fprintf(stderr, "prog_torch: out of host memory (%zu bytes)\n", n);
     exit(3);
   }
   return p;
@@ -81,14 +81,14 @@ static struct {
 static int new_slot(void) {
   for (int i = 0; i < MAXBLK; i++)
     if (ca.b[i].used < 0) return i;
-  fprintf(stderr, "p_torch: out of allocator blocks\n");
+  fprintf(stderr, "prog_torch: out of allocator blocks\n");
   exit(3);
 }
 
 /* A new segment holding one free block; returns the block. */
 static int new_segment(size_t bytes, int small) {
   if (ca.nseg == MAXSEG) {
-    fprintf(stderr, "p_torch: out of segments\n");
+    fprintf(stderr, "prog_torch: out of segments\n");
     exit(3);
   }
   /* kLargeBuffer for requests under kMinLargeAlloc (half of it), else the

@@ -1,4 +1,4 @@
-/* p_graph: a chain of kernels captured into a CUDA graph and launched
+/* prog_graph: a chain of kernels captured into a CUDA graph and launched
  * several times over more data than the device holds; the result is
  * verified exactly.  With --launches prints, per graph launch, the union of
  * chunk sets it reaches (allocations named by order), for the trace test.

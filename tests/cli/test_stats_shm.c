@@ -1,4 +1,4 @@
-/* cli_stats_shm_test.c: the live stats segment: writer/reader round trip,
+/* test_stats_shm.c: the live stats segment: writer/reader round trip,
  * 0600 and ownership checks, validation of every header field, a fuzz pass. */
 #include <check.h>
 

@@ -1,4 +1,4 @@
-/* spill_hooks: every copy, set and prefetch entry point the simulator has,
+/* prog_spill_hooks: every copy, set and prefetch entry point the simulator has,
  * reached the way an application reaches it (dlsym on libcuda.so.1, and
  * cuGetProcAddress_v2), restores a range vx has spilled to NVMe first.
  * Each case: write a pattern, push the buffer out to the swap (checked:

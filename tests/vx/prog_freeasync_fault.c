@@ -1,4 +1,4 @@
-/* t_freeasync_fault: vx's own capture query failing inside cuMemFreeAsync of
+/* prog_freeasync_fault: vx's own capture query failing inside cuMemFreeAsync of
  * vx's managed memory is not the application's error: the free is deferred,
  * returns CUDA_SUCCESS, and the memory is released after the stream's work. */
 #include <string.h>
@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
   VXT_ASSERT(vxt_json_u64(json, 0, "managed_bytes") == 0, "%s", json);
   VXT_ASSERT(vxt_json_u64(json, 0, "capture_kept") == 0, "%s", json);
   VXT_ASSERT(vxt_json_u64(json, 0, "underflows") == 0, "%s", json);
-  printf("t_freeasync_fault: deferred, released, counters exact\n");
+  printf("prog_freeasync_fault: deferred, released, counters exact\n");
   free(json);
   free(r);
   return 0;

@@ -1,4 +1,4 @@
-/* p_threads: several threads, each with its own stream and buffers, launch
+/* prog_launch_threads: several threads, each with its own stream and buffers, launch
  * over oversubscribed memory at once (the predictor's lock, the side
  * streams, the trace buffer shared between them); every thread's result is
  * verified exactly.  Environment: P_THREADS (4), P_BUF_MB (8), P_ITERS (6). */

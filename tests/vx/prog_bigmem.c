@@ -2,7 +2,7 @@
  * sizes, writes patterns by copies and by kernels, reads everything back.
  * Without vx it must fail with CUDA_ERROR_OUT_OF_MEMORY; with vx it passes
  * and the exit report shows the exact split between native and managed.
- *   t_bigmem STYLE   (linked | dlsym | pa:12000 | pa:13000:ptds ...) */
+ *   prog_bigmem STYLE   (linked | dlsym | pa:12000 | pa:13000:ptds ...) */
 #include <dlfcn.h>
 #include <string.h>
 #include <unistd.h>
@@ -170,7 +170,7 @@ static int worker(const char *style) {
 
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--worker")) return worker(argv[2]);
-  VXT_ASSERT(argc == 2, "usage: t_bigmem STYLE");
+  VXT_ASSERT(argc == 2, "usage: prog_bigmem STYLE");
   if (!vxt_vx_preloaded()) VXT_FAIL("run me with libvx.so in LD_PRELOAD");
   vxt_run_t *r = malloc(sizeof *r);
   const char *args[] = {argv[1], NULL};

@@ -1,4 +1,4 @@
-/* spill_errors: the NVMe tier's error paths never lose a byte (issue 13).
+/* prog_spill_errors: the NVMe tier's error paths never lose a byte (issue 13).
  * Each mode makes one driver call fail with the simulator's SIMCUDA_FAIL
  * while buffer A is (partly) in the swap, then reads A back:
  *   discard_sync  the wait after the discard fails (entry:after=trigger):

@@ -1,4 +1,4 @@
-/* p_tracecheck TRACE EXPECTED: decodes a VX_TRACE file and checks that its
+/* trace_check TRACE EXPECTED: decodes a VX_TRACE file and checks that its
  * launches reach exactly the chunk sets listed in EXPECTED (lines
  * "L order:first+count ...", allocations named by their order of
  * appearance), in order.  Exit 0 = equal, 1 = different, 2 = bad input. */
@@ -86,7 +86,7 @@ static int check(pol_trace_reader_t *rd, FILE *exp) {
 
 int main(int argc, char **argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: p_tracecheck TRACE EXPECTED\n");
+    fprintf(stderr, "usage: trace_check TRACE EXPECTED\n");
     return 2;
   }
   size_t len = 0;

@@ -1,4 +1,4 @@
-/* report_static: allocates over the device budget from a static function,
+/* prog_report_static: allocates over the device budget from a static function,
  * one that only the program's own symbol table names (no -rdynamic: dladdr
  * cannot), so that the report's sites show function names read from the
  * file (#14).  Built twice, as a PIE and not (load bias or none).  Run with
@@ -26,6 +26,6 @@ int main(void) {
   CHECK_CU(kit_init(0, &ctx));
   CHECK_CU(kit_cu.cuMemAlloc_v2(&fill, 8 * MB)); /* the whole budget: the rest spills */
   report_static_site();
-  printf("report_static: ok\n");
+  printf("prog_report_static: ok\n");
   return 0;
 }

@@ -1,4 +1,4 @@
-/* fault_app.c: the small, deterministic CUDA program the fault matrix runs with and without vx.
+/* prog_fault.c: the small, deterministic CUDA program the fault matrix runs with and without vx.
  * Prints one line, "outcome: ok ..." (exit 0), "outcome: <CUDA error> step=..." (3) or "outcome:
  * CORRUPT ..." (4). */
 #include <stdio.h>

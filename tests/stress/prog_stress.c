@@ -1,4 +1,4 @@
-/* stress.c: a driver-API stress program: threads and streams allocating, filling, copying,
+/* prog_stress.c: a driver-API stress program: threads and streams allocating, filling, copying,
  * launching and freeing at random sizes, every write verified by a read-back; the seed is printed
  * first to replay a failure.
  *

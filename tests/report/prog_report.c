@@ -1,9 +1,9 @@
-/* report_app: an ordinary driver-API program for the exit-report tests: it
+/* prog_report: an ordinary driver-API program for the exit-report tests: it
  * fills the device budget, then allocates over it from two named call sites
  * (report_site_alpha: 3 x 4 MiB, report_site_beta: 2 x 8 MiB), runs kernels
  * over everything for about REPORT_APP_MS (default 1000) ms, frees beta's
  * buffers and exits.  Run with SIMCUDA_VRAM=64M VX_RESERVE=0
- * VX_DEVICE_LIMIT=8M; `report_app fork` also forks a child that moves to
+ * VX_DEVICE_LIMIT=8M; `prog_report fork` also forks a child that moves to
  * child/ (so a relative VX_REPORT lands there), sleeps 200 ms without CUDA
  * (a child of a CUDA process cannot use it) and exits; the parent waits. */
 #include <string.h>
@@ -96,6 +96,6 @@ int main(int argc, char **argv) {
   run_kernels(ms ? atof(ms) : 1000);
   for (int k = 3; k < 5; k++) /* beta's buffers */
     CHECK_CU(kit_cu.cuMemFree_v2(buf[k]));
-  printf("report_app: %d buffers, ok\n", nbuf);
+  printf("prog_report: %d buffers, ok\n", nbuf);
   return 0;
 }

@@ -576,7 +576,7 @@ int main(int argc, char **argv) {
     const char *args[] = {hooks[i], NULL};
     VXT_ASSERT(vxt_run(&r, 0, env, args) == 0);
     int plain = result_of(&r, hooks[i], "without vx");
-    VXT_ASSERT(plain != -1, "%s: no scenario in t_fail.c for this hook", hooks[i]);
+    VXT_ASSERT(plain != -1, "%s: no scenario in prog_fail.c for this hook", hooks[i]);
     if (plain == 0 && !strncmp(hooks[i], "nvml", 4)) {
       printf("%-32s skipped (the simulated NVML cannot inject failures)\n", hooks[i]);
       continue;

@@ -1,4 +1,4 @@
-/* t_shared: two vx processes on one simulated GPU through the shared ledger.
+/* prog_shared: two vx processes on one simulated GPU through the shared ledger.
  * cuMemGetInfo counts the other process's share (free never offers bytes
  * the other one holds), and truncating the ledger file under a running
  * holder neither kills it (SIGBUS before) nor loses a byte of its data.
@@ -119,7 +119,7 @@ static void spawn(proc_t *w) {
     setenv("VX_STATS", "0", 1);
     setenv("VX_LEDGER", ledger_name, 1);
     unsetenv("VX_DEVICE_LIMIT");
-    execl("/proc/self/exe", "t_shared", "--worker", (char *)NULL);
+    execl("/proc/self/exe", "prog_shared", "--worker", (char *)NULL);
     _exit(127);
   }
   close(in[0]);
@@ -228,19 +228,19 @@ static void truncated_ledger(void) {
 int main(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "--worker")) return worker();
   if (!vxt_vx_preloaded()) {
-    fprintf(stderr, "t_shared: needs LD_PRELOAD=libvx.so\n");
+    fprintf(stderr, "prog_shared: needs LD_PRELOAD=libvx.so\n");
     return 77;
   }
   signal(SIGPIPE, SIG_IGN);
   char key[96];
   snprintf(ledger_name, sizeof ledger_name, "vxt-shared-%d", (int)getpid());
   snprintf(key, sizeof key, "%s-0", ledger_name);
-  /* one part alone: `t_shared meminfo` or `t_shared truncate` */
+  /* one part alone: `prog_shared meminfo` or `prog_shared truncate` */
   if (argc < 2 || strcmp(argv[1], "truncate")) meminfo_counts_others();
   if (argc < 2 || strcmp(argv[1], "meminfo")) truncated_ledger();
   char path[192];
   snprintf(path, sizeof path, "/dev/shm/vx-ledger-%u-%s", (unsigned)geteuid(), key);
   unlink(path);
-  printf("t_shared: ok\n");
+  printf("prog_shared: ok\n");
   return 0;
 }

@@ -1,18 +1,18 @@
-/* spill_hot: segments hotter than the host limit.  A caching allocator's
+/* prog_spill_hot: segments hotter than the host limit.  A caching allocator's
  * program keeps a few big segments and launches kernels on tensors carved
  * out of them; every segment is reached again and again, none is ever cold
  * for long.  The host limit must still hold (within one spill batch, the
  * NVMe tier's unit of work) once the launches that reach a segment have
  * been enqueued, and every byte must come back.
  *
- * usage: spill_hot MODE, MODE one of
+ * usage: prog_spill_hot MODE, MODE one of
  *   segments  four 40 MiB segments, each tensor launch reaches one segment:
  *             each segment fits beside the limit, all four do not;
  *   one       one 160 MiB segment, bigger than device room plus the limit:
  *             every launch needs it whole (vx cannot know which bytes a
  *             kernel reads), so vx says once that the limit cannot hold
  *             while such a launch runs, and the data is still right.
- * The orchestrator runs `spill_hot --worker MODE` under VX_NVME_DIR with
+ * The orchestrator runs `prog_spill_hot --worker MODE` under VX_NVME_DIR with
  * VX_HOST_LIMIT at LIMIT on a 64 MiB simulated device, and checks the
  * worker's figures and vx's report. */
 #include <dirent.h>
@@ -102,7 +102,7 @@ static int worker(const char *mode) {
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--worker")) return worker(argv[2]);
   VXT_ASSERT(argc == 2 && (!strcmp(argv[1], "segments") || !strcmp(argv[1], "one")),
-             "usage: spill_hot segments|one");
+             "usage: prog_spill_hot segments|one");
   VXT_ASSERT(vxt_vx_preloaded(), "run me with libvx.so in LD_PRELOAD");
   const char *mode = argv[1];
   char dir[256], report[256], e_dir[300], e_rep[300], e_lim[64];

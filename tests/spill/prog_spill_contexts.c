@@ -1,4 +1,4 @@
-/* spill_contexts: a kernel enqueued in another context (mode ctx: a second
+/* prog_spill_contexts: a kernel enqueued in another context (mode ctx: a second
  * context on device 0; mode dev: device 1's, SIMCUDA_DEVICES=2) is still to
  * write buffer X when the host limit makes the main thread spill X.  The
  * snapshot must wait for that kernel (or leave X alone): a spill that

@@ -1,4 +1,4 @@
-/* spill_reach: everything a launch or a graph reaches is restored from the
+/* prog_spill_reach: everything a launch or a graph reaches is restored from the
  * NVMe swap before it runs (issue #13), with no cap that loses the tail.
  * Each mode spills its buffers (checked: the simulator reports them
  * discarded, and reads of discarded memory fail with ILLEGAL_ADDRESS),
@@ -24,7 +24,7 @@
  *                  (new pointers before each launch), then following it
  *   graph_device_launch a graph instantiated for device launch restores
  *                  everything first (vx cannot see kernels launch it)
- * usage: spill_reach MODE (runs `spill_reach --worker MODE` under vx). */
+ * usage: prog_spill_reach MODE (runs `prog_spill_reach --worker MODE` under vx). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <string.h>
@@ -516,7 +516,7 @@ static int worker(const char *mode) {
 
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--worker")) return worker(argv[2]);
-  VXT_ASSERT(argc == 2, "usage: spill_reach MODE");
+  VXT_ASSERT(argc == 2, "usage: prog_spill_reach MODE");
   VXT_ASSERT(vxt_vx_preloaded(), "run me with libvx.so in LD_PRELOAD");
   char dir[256], e_dir[300], want_ok[64];
   vxt_tmpname(dir, sizeof dir, ".swap");

@@ -1,4 +1,4 @@
-/* spill_capture: the main thread captures a blocking stream in GLOBAL mode
+/* prog_spill_capture: the main thread captures a blocking stream in GLOBAL mode
  * while thread B (GLOBAL mode too) launches a kernel whose first use of R
  * takes the host over VX_HOST_LIMIT (the process's first spill: the bounce
  * buffers, the snapshot, the discard and its wait), then copies Q, which

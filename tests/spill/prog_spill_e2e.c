@@ -1,7 +1,7 @@
-/* spill_e2e: an unmodified driver-API program whose data is 6x the device
+/* prog_spill_e2e: an unmodified driver-API program whose data is 6x the device
  * (and 3x VX_HOST_LIMIT) runs under vx with an NVMe swap: every byte checked.
  *
- * usage: spill_e2e MODE (orchestrates: runs `spill_e2e --worker MODE` with the
+ * usage: prog_spill_e2e MODE (orchestrates: runs `prog_spill_e2e --worker MODE` with the
  * environment of that mode and checks its output and vx's JSON report).
  * Modes: e2e (io_uring or the pool, whatever the machine gives), pool
  * (VX_NVME_ENGINE=pool), full (VX_NVME_LIMIT tiny: data stays in RAM),
@@ -210,7 +210,7 @@ static int worker(const char *mode) {
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--worker")) return worker(argv[2]);
   VXT_ASSERT(argc == 2,
-             "usage: spill_e2e e2e|pool|full|corrupt|truncate|nodiscard|kernel|graph|unseen");
+             "usage: prog_spill_e2e e2e|pool|full|corrupt|truncate|nodiscard|kernel|graph|unseen");
   VXT_ASSERT(vxt_vx_preloaded(), "run me with libvx.so in LD_PRELOAD");
   const char *mode = argv[1];
   char dir[256], report[256], e_dir[300], e_rep[300], e_lim[64];

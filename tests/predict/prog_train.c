@@ -1,4 +1,4 @@
-/* p_train: a training loop in plain driver API (weights, activations and
+/* prog_train: a training loop in plain driver API (weights, activations and
  * gradients; forward then backward; activations re-allocated each
  * iteration), verified exactly against a host reference.  Prints the
  * simulator's counters as one JSON line; with --launches also each launch's

@@ -39,7 +39,7 @@ static int spawn_opener(const CUipcMemHandle *h) {
   char hex[2 * sizeof h->reserved + 1];
   for (size_t i = 0; i < sizeof h->reserved; i++)
     sprintf(hex + 2 * i, "%02x", (unsigned char)h->reserved[i]);
-  char *argv[] = {"t_ipc", "--opener", hex, NULL};
+  char *argv[] = {"prog_ipc", "--opener", hex, NULL};
   pid_t pid;
   int st;
   if (posix_spawn(&pid, "/proc/self/exe", NULL, NULL, argv, environ) != 0) return -1;

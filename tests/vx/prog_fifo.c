@@ -1,4 +1,4 @@
-/* t_fifo: VX_REPORT and VX_TRACE naming a FIFO.  With no reader the program
+/* prog_fifo: VX_REPORT and VX_TRACE naming a FIFO.  With no reader the program
  * must not hang (the ctest TIMEOUT catches the old blocking open) and must
  * exit with its own status, vx saying once why there is no report or trace.
  * A FIFO with a reader gets the report; the trace refuses a FIFO (it needs a
@@ -74,7 +74,7 @@ static void with_reader(const char *var, const char *fifo, int want_data) {
 int main(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "--worker")) return worker();
   if (!vxt_vx_preloaded()) {
-    fprintf(stderr, "t_fifo: needs LD_PRELOAD=libvx.so\n");
+    fprintf(stderr, "prog_fifo: needs LD_PRELOAD=libvx.so\n");
     return 77;
   }
   char fifo[256];
@@ -87,6 +87,6 @@ int main(int argc, char **argv) {
   struct stat st;
   VXT_ASSERT(stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO was replaced");
   unlink(fifo);
-  printf("t_fifo: ok\n");
+  printf("prog_fifo: ok\n");
   return 0;
 }

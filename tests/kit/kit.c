@@ -248,3 +248,13 @@ size_t kit_verify_host(const uint32_t *p, size_t n, uint32_t seed, size_t first)
   for (size_t i = 0; i < n; i++) bad += p[i] != kit_hash(seed, first + i);
   return bad;
 }
+
+size_t kit_verify_dev(CUdeviceptr p, size_t n, uint32_t seed, uint32_t *host) {
+  memset(host, 0, n * sizeof *host);
+  CUresult r = kit_cu.cuMemcpyDtoH_v2(host, p, n * sizeof *host);
+  if (r != CUDA_SUCCESS) {
+    printf("read back: %s\n", kit_err_name(r));
+    return n;
+  }
+  return kit_verify_host(host, n, seed, 0);
+}

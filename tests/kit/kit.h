@@ -115,6 +115,10 @@ CUresult kit_scale(CUdeviceptr p, size_t n, float s, CUstream st);
 CUresult kit_touch8(const CUdeviceptr p[8], size_t n, CUstream s);
 /* Host-side verification of a fill pattern; returns mismatching words. */
 size_t kit_verify_host(const uint32_t *p, size_t n_u32, uint32_t seed, size_t first_index);
+/* Device memory p (n_u32 words) read back into host (room for them) and
+ * checked against seed's pattern: mismatching words, all of them when the
+ * read fails (said on stdout). */
+size_t kit_verify_dev(CUdeviceptr p, size_t n_u32, uint32_t seed, uint32_t *host);
 
 /* ---- simulator extras (dlsym; -ENOSYS on a real driver) ---- */
 int kit_is_sim(void);

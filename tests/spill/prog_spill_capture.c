@@ -64,14 +64,7 @@ static CUresult b_err;
 static int q_spilled;
 static size_t q_bad;
 
-#define B_CU(call)                                                                                 \
-  do {                                                                                             \
-    CUresult r_ = (call);                                                                          \
-    if (r_ != CUDA_SUCCESS && !b_err) {                                                            \
-      printf("thread B: %s: %s\n", #call, kit_err_name(r_));                                       \
-      b_err = r_;                                                                                  \
-    }                                                                                              \
-  } while (0)
+#define B_CU(call) VXT_FIRST_ERR(b_err, "thread B", call)
 
 /* Thread B: a second model thread while the main thread captures. */
 static void *thread_b(void *arg) {

@@ -42,14 +42,7 @@ static void set_flag(int *f) {
   pthread_mutex_unlock(&mu);
 }
 
-#define T_CU(call)                                                                                 \
-  do {                                                                                             \
-    CUresult r_ = (call);                                                                          \
-    if (r_ != CUDA_SUCCESS && !t_err) {                                                            \
-      printf("thread: %s: %s\n", #call, kit_err_name(r_));                                         \
-      t_err = r_;                                                                                  \
-    }                                                                                              \
-  } while (0)
+#define T_CU(call) VXT_FIRST_ERR(t_err, "thread", call)
 
 /* The other context's thread: X's new contents, enqueued behind the gate. */
 static void *other(void *arg) {
@@ -73,13 +66,7 @@ static void *other(void *arg) {
 }
 
 static size_t verify(CUdeviceptr p, uint32_t seed, uint32_t *host) {
-  memset(host, 0, SZ);
-  CUresult r = kit_cu.cuMemcpyDtoH_v2(host, p, SZ);
-  if (r != CUDA_SUCCESS) {
-    printf("read back: %s\n", kit_err_name(r));
-    return SZ / 4;
-  }
-  return kit_verify_host(host, SZ / 4, seed, 0);
+  return kit_verify_dev(p, SZ / 4, seed, host);
 }
 
 static int worker(void) {

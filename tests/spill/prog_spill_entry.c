@@ -21,7 +21,6 @@
 #define NFILL 6 /* more than the tier's protected last calls (4) */
 static CUdeviceptr A, X, Y, Z, fill[NFILL];
 static uint32_t *host, *want;
-static void *libcuda;
 static CUcontext ctx;
 static CUstream st;
 static const char *only; /* run only the cases whose name holds this */
@@ -31,9 +30,7 @@ static int skip(const char *name) {
 }
 
 static void *entry(const char *name) {
-  void *p = dlsym(libcuda, name);
-  VXT_ASSERT(p, "%s not found", name);
-  return p;
+  return vxt_entry(name);
 }
 
 static void pattern(uint32_t seed) {
@@ -336,8 +333,6 @@ static int worker(const char *filter) {
   CUmodule m;
   CHECK_CU(kit_init(0, &ctx));
   CHECK_CU(kit_module(&m));
-  libcuda = dlopen("libcuda.so.1", RTLD_NOW);
-  VXT_ASSERT(libcuda);
   host = malloc(SZ);
   want = malloc(SZ);
   memset(host, 7, SZ);

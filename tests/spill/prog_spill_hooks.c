@@ -20,12 +20,9 @@
 #define NFILL 6 /* more than the tier's protected last calls (4) */
 static CUdeviceptr A, X, fill[NFILL];
 static uint32_t *host, *want;
-static void *libcuda;
 
 static void *entry(const char *name) {
-  void *p = dlsym(libcuda, name);
-  VXT_ASSERT(p, "%s not found", name);
-  return p;
+  return vxt_entry(name);
 }
 
 static void pattern(uint32_t seed) {
@@ -153,8 +150,6 @@ static int worker(void) {
   CUmodule m;
   CHECK_CU(kit_init(0, &ctx));
   CHECK_CU(kit_module(&m));
-  libcuda = dlopen("libcuda.so.1", RTLD_NOW);
-  VXT_ASSERT(libcuda);
   host = malloc(SZ);
   want = malloc(SZ);
   memset(host, 7, SZ);

@@ -48,15 +48,12 @@
 
 static CUdeviceptr A, X, cnt, fill[NFILL];
 static uint32_t *host, *want;
-static void *libcuda;
 static CUcontext ctx;
 static CUstream st;
 static CUmodule mod;
 
 static void *entry(const char *name) {
-  void *p = dlsym(libcuda, name);
-  VXT_ASSERT(p, "%s not found", name);
-  return p;
+  return vxt_entry(name);
 }
 #define CU(name) ((__typeof__(&name))entry(#name))
 
@@ -477,8 +474,6 @@ static void graph_device_launch(void) {
 static int worker(const char *mode) {
   CHECK_CU(kit_init(0, &ctx));
   CHECK_CU(kit_module(NULL));
-  libcuda = dlopen("libcuda.so.1", RTLD_NOW);
-  VXT_ASSERT(libcuda);
   char *img = ptx();
   CHECK_CU(kit_cu.cuModuleLoadData(&mod, img));
   free(img);

@@ -340,3 +340,12 @@ uint64_t vxt_out_u64(const vxt_run_t *r, const char *key) {
   VXT_ASSERT(p, "no %s in\n%s", key, r->out);
   return strtoull(p + strlen(key), NULL, 10);
 }
+
+void *vxt_entry(const char *name) {
+  static void *libcuda;
+  if (!libcuda) libcuda = dlopen("libcuda.so.1", RTLD_NOW);
+  VXT_ASSERT(libcuda, "libcuda.so.1: %s", dlerror());
+  void *p = dlsym(libcuda, name);
+  VXT_ASSERT(p, "%s not found", name);
+  return p;
+}

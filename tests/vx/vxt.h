@@ -28,6 +28,16 @@
       exit(1);                                                                                     \
     }                                                                                              \
   } while (0)
+/* (With kit.h.) The first failing call of a thread that must not exit: said once on
+ * stdout as "who: call: ERROR" and kept in err (a CUresult lvalue). */
+#define VXT_FIRST_ERR(err, who, call)                                                              \
+  do {                                                                                             \
+    CUresult r_ = (call);                                                                          \
+    if (r_ != CUDA_SUCCESS && !(err)) {                                                            \
+      printf("%s: %s: %s\n", who, #call, kit_err_name(r_));                                        \
+      (err) = r_;                                                                                  \
+    }                                                                                              \
+  } while (0)
 #define VXT_CU(call)                                                                               \
   do {                                                                                             \
     CUresult r_ = (call);                                                                          \
@@ -48,6 +58,9 @@ typedef struct vxt_run {
 int vxt_run(vxt_run_t *r, int with_vx, const char *const *env, const char *const *args);
 /* 1 if LD_PRELOAD names libvx.so (the test was started under PRELOAD). */
 int vxt_vx_preloaded(void);
+/* The entry point libcuda.so.1 gives dlsym for exactly `name` (vx's hook
+ * when it is preloaded); fails the test when there is none. */
+void *vxt_entry(const char *name);
 /* A fresh temporary path (under $TMPDIR or /tmp) ending in suffix. */
 void vxt_tmpname(char *buf, size_t len, const char *suffix);
 /* Reads a whole file into a malloc'ed string (NULL on error). */

@@ -238,3 +238,7 @@ void pol_get_stats(const pol_t *p, pol_stats_t *out) {
   *out = p->st;
   out->resident = p->used;
 }
+
+uint64_t pol_room(const pol_t *p) {
+  return p->cap_chunks > p->used ? p->cap_chunks - p->used : 0;
+}

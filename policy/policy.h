@@ -221,6 +221,12 @@ typedef struct pol_stats {
 /* Copies the counters.  Never fails. */
 void pol_get_stats(const pol_t *p, pol_stats_t *out);
 
+/* Chunks of room the policy believes free on the device now: its capacity
+ * (less native memory) minus the chunks it counts resident, 0 when over.
+ * Chunks its plans evicted count as free from the plan on, before their
+ * write-backs end: the executor orders prefetches after those. */
+uint64_t pol_room(const pol_t *p);
+
 #ifdef __cplusplus
 }
 #endif

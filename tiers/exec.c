@@ -104,9 +104,10 @@ static int make_policy_locked(ex_dev_t *d, int dev) {
 
 static ex_alloc_t *entry_new(const vx_alloc_info_t *a) {
   uint32_t nch = (uint32_t)((a->size + (1ull << VX_CHUNK_SHIFT) - 1) >> VX_CHUNK_SHIFT);
-  ex_alloc_t *e = calloc(1, sizeof *e + 2 * (size_t)nch * sizeof e->ahead[0]);
+  ex_alloc_t *e = calloc(1, sizeof *e + 3 * (size_t)nch * sizeof e->ahead[0]);
   if (!e) return NULL;
   e->last_use = e->ahead + nch;
+  e->evicted = e->last_use + nch;
   e->id = a->id, e->base = a->base, e->size = a->size, e->nchunks = nch;
   return e;
 }
@@ -305,6 +306,27 @@ static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uin
   return n;
 }
 
+/* Each prefetch's wait for room (exec_room.c), and for the eviction still
+ * taking any of its chunks down: a chunk an earlier plan sent down lands
+ * before it comes back up (a prefetch that ran first would do nothing and
+ * the eviction take the chunk away after it). */
+static void room_locked(ex_dev_t *d, ex_op_t *ops, int n, uint64_t free_before) {
+  ex_room_plan_locked(&d->room, ops, n, free_before);
+  for (int i = 0; i < n; i++) {
+    ex_op_t *o = &ops[i];
+    if (o->dropped || (o->op != POL_OP_EVICT && o->op != POL_OP_PREFETCH)) continue;
+    ex_alloc_t *e;
+    HASH_FIND(hh, d->by_id, &o->id, sizeof o->id, e);
+    for (uint32_t c = o->first; e && c < o->first + o->count && c < e->nchunks; c++)
+      if (o->op == POL_OP_EVICT) {
+        e->evicted[c] = o->group;
+      } else if (e->evicted[c]) {
+        o->room = room_later(o->room, e->evicted[c]);
+        e->evicted[c] = 0;
+      }
+  }
+}
+
 /* Tells the policy which moves did not happen. */
 static void feedback(ex_dev_t *d, const ex_op_t *ops, int n) {
   vx_mutex_lock(&d->lock, EX_RANK(d));
@@ -397,14 +419,20 @@ static void pin_to_host(ex_dev_t *d, int dev, const ex_pin_t *pin, int np, CUstr
       size_t sz = pin[i].size;
       uint8_t failed = 0;
       move_prefetch(&p, &sz, 1, host, x->down, &failed);
-      __atomic_add_fetch(&d->down_issued, 1, __ATOMIC_RELAXED);
     }
     ctr_add(dev, VX_CTR_host_pins, 1);
   }
+  /* The room the pinned chunks leave is there once their move ends: a
+   * group of its own, marked after the moves (exec_room.c). */
+  uint32_t group = 0;
   vx_mutex_lock(&d->lock, EX_RANK(d));
+  uint64_t before = d->pol ? pol_room(d->pol) : 0;
   for (int i = 0; i < np && d->pol; i++)
     pol_chunk_state(d->pol, pin[i].id, 0, pin[i].nchunks, POL_STATE_HOST);
+  if (d->pol && pol_room(d->pol) > before)
+    group = ex_room_add_locked(&d->room, pol_room(d->pol) - before);
   vx_mutex_unlock(&d->lock, EX_RANK(d));
+  if (x && group) ex_group_mark(x, group);
 }
 
 /* The planned launch this thread is about to enqueue (exec_launched). */
@@ -457,12 +485,14 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
   uint32_t last = 0, me = 0;
   ex_pin_t pin[EX_PIN_MAX];
   vx_mutex_lock(&d->lock, EX_RANK(d));
+  uint64_t room = d->pol ? pol_room(d->pol) : 0;
   if (d->pol && pol_launch(d->pol, &l, &plan) >= 0) {
     hits = take_hits_locked(d, ranges, n, &wait);
     while (!(me = ++d->lseq)) { /* 0 means none */
     }
     npin = count_refs_locked(d, ranges, n, me, pin); /* first: their prefetches are dropped */
     nops = translate_locked(d, &plan, ops, &missed);
+    room_locked(d, ops, nops, room);
     last = victims_last_use_locked(d, ops, nops);
   }
   vx_mutex_unlock(&d->lock, EX_RANK(d));

@@ -11,9 +11,12 @@
 
 #define EX_PLAN_CAP 128
 #define EX_BATCH 64
-#define EX_RING 256  /* events marking the end of recent AHEAD prefetches */
-#define EX_LRING 256 /* events marking the end of recent planned launches */
-#define EX_STARTS 64 /* pointer offsets remembered per allocation (extents) */
+#define EX_RING 256            /* events marking the end of recent AHEAD prefetches */
+#define EX_LRING 256           /* events marking the end of recent planned launches */
+#define EX_STARTS 64           /* pointer offsets remembered per allocation (extents) */
+#define EX_DRING 256           /* events marking the end of recent eviction groups on `down` */
+#define EX_PEND 256            /* eviction groups whose room no prefetch has taken yet */
+#define EX_ROOM_ALL UINT32_MAX /* ex_op_t.room: wait for all of `down` */
 
 typedef struct ex_alloc {
   uint64_t id;
@@ -28,6 +31,8 @@ typedef struct ex_alloc {
   UT_hash_handle hh;
   uint32_t *last_use; /* per chunk: the planned launch (ex_dev_t.lseq) that last
                        * reached it; 0 = none (points past ahead[]) */
+  uint32_t *evicted;  /* per chunk: the eviction group (ex_room_t) that last sent
+                       * it down; 0 = none (past last_use[]) */
   uint32_t ahead[];   /* per chunk: the AHEAD batch (seq) that brought it in and
                        * no launch has used since; 0 = none */
 } ex_alloc_t;
@@ -46,17 +51,38 @@ typedef struct ex_side {
   uint32_t seq[EX_RING]; /* atomic: the batch each event was last recorded for */
   CUevent lev[EX_LRING];
   uint32_t lseq[EX_LRING]; /* atomic: the planned launch each was last recorded after */
+  CUevent dev_[EX_DRING];
+  uint32_t dseq[EX_DRING]; /* atomic: the eviction group each was last recorded after */
 } ex_side_t;
+
+/* Room on the device, as the replay's model has it (a freed slot is usable
+ * once its old chunk's write-back ends): a prefetch takes room that is free
+ * now first, then the room of the oldest evictions still under way, and
+ * waits for the eviction group whose room it takes last, not for all of
+ * `down`.  Evictions are numbered in groups (each AHEAD eviction one group,
+ * a plan's REQUIRED evictions one), each group's end marked by an event on
+ * `down`.  Counted in chunks, under the device lock. */
+typedef struct ex_room {
+  uint64_t planned;   /* chunks evictions were planned to free */
+  uint64_t taken;     /* of those, chunks prefetches were given */
+  uint32_t group;     /* eviction groups numbered */
+  uint32_t head, n;   /* pend[]: a ring of groups with room not all taken */
+  uint32_t unordered; /* of those, pins' (exec_room.c) */
+  struct {
+    uint64_t hi; /* `planned` at the group's end */
+    uint32_t group;
+    uint8_t unordered; /* a pin's: counted after what went down after it */
+  } pend[EX_PEND];
+} ex_room_t;
 
 typedef struct ex_dev {
   pthread_mutex_t lock;
   uint64_t launches; /* exec_extent calls: the age of remembered starts */
   pol_t *pol;
-  int failed;                      /* pol_create failed: no plans on this device */
-  uint32_t down_issued, up_waited; /* atomic: eviction runs sent down; the last
-                                    * one `up` was ordered after */
-  uint32_t seq;                    /* AHEAD batches planned */
-  uint32_t lseq;                   /* launches planned */
+  int failed;    /* pol_create failed: no plans on this device */
+  uint32_t seq;  /* AHEAD batches planned */
+  uint32_t lseq; /* launches planned */
+  ex_room_t room;
   ex_alloc_t *by_id;
   ex_side_t *side; /* atomic; created on first use */
 } ex_dev_t;
@@ -71,11 +97,21 @@ typedef struct ex_op {
   uint8_t dropped; /* not carried out (a pinned allocation's prefetch, its room) */
   uint8_t nodata;  /* POL_ACT_NODATA: a first touch, no data to move */
   uint32_t seq;    /* AHEAD: its batch */
+  uint32_t group;  /* EVICT: its eviction group (ex_room_t); 0 = none */
+  uint32_t room;   /* PREFETCH: the eviction group whose end it waits for,
+                    * 0 = none (the room is free), EX_ROOM_ALL = all of `down` */
 } ex_op_t;
 
 /* Seq wrap-around compare: a is later than b. */
 static inline int seq_after(uint32_t a, uint32_t b) {
   return (int32_t)(a - b) > 0;
+}
+
+/* The later of two ex_op_t.room waits (0: none; EX_ROOM_ALL: all). */
+static inline uint32_t room_later(uint32_t a, uint32_t b) {
+  if (a == EX_ROOM_ALL || b == EX_ROOM_ALL) return EX_ROOM_ALL;
+  if (!a || !b) return a ? a : b;
+  return seq_after(a, b) ? a : b;
 }
 
 // ---- exec_issue.c ----
@@ -91,5 +127,15 @@ void ex_side_wait(ex_dev_t *d, uint32_t seq, CUstream s);
  * `last` is the latest planned launch that reached a victim.  No lock
  * held; failed ops are marked in ops[].failed. */
 void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s, uint32_t last);
+/* Marks the end of eviction group `group`, just enqueued on `down`. */
+void ex_group_mark(ex_side_t *x, uint32_t group);
+
+// ---- exec_room.c (under the device lock) ----
+
+/* Numbers the plan's eviction groups and gives each prefetch the group it
+ * waits for; `free_before` is the policy's free room before the plan. */
+void ex_room_plan_locked(ex_room_t *r, ex_op_t *ops, int n, uint64_t free_before);
+/* `chunks` more leave the device in a new group (a pin's move); returns it. */
+uint32_t ex_room_add_locked(ex_room_t *r, uint64_t chunks);
 
 #endif

@@ -98,6 +98,8 @@ static void side_destroy(ex_side_t *x) {
     if (x->ev[i]) VX_CALL(cuEventDestroy_v2, x->ev[i]);
   for (int i = 0; i < EX_LRING; i++)
     if (x->lev[i]) VX_CALL(cuEventDestroy_v2, x->lev[i]);
+  for (int i = 0; i < EX_DRING; i++)
+    if (x->dev_[i]) VX_CALL(cuEventDestroy_v2, x->dev_[i]);
   if (x->up) VX_CALL(cuStreamDestroy_v2, x->up);
   if (x->down) VX_CALL(cuStreamDestroy_v2, x->down);
   if (x->now) VX_CALL(cuStreamDestroy_v2, x->now);
@@ -114,6 +116,8 @@ static ex_side_t *side_new(void) {
     ok = VX_CALL(cuEventCreate, &x->ev[i], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
   for (int i = 0; ok && i < EX_LRING; i++)
     ok = VX_CALL(cuEventCreate, &x->lev[i], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+  for (int i = 0; ok && i < EX_DRING; i++)
+    ok = VX_CALL(cuEventCreate, &x->dev_[i], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
   if (ok) return x;
   side_destroy(x);
   return NULL;
@@ -153,28 +157,41 @@ static void mark_failed(ex_op_t *ops, int n) {
     if (ops[i].op == POL_OP_PREFETCH || ops[i].op == POL_OP_EVICT) ops[i].failed = 1;
 }
 
-/* The AHEAD part in plan order: evictions go down; a prefetch waits for
- * the evictions sent down before it (the room the policy counts as free may
- * be theirs: a prefetch that ran first would take the device past the
- * budget, or make the driver evict on its own), but only when some were
- * sent since `up` last waited, so a plan whose room is already free waits
- * for nothing and the link's two directions overlap.  Each prefetch is
- * followed by its event, so that a launch waits only for the prefetch it
- * needs. */
-static void issue_ahead(ex_dev_t *d, ex_op_t *ops, int n, int dev, ex_side_t *x) {
+void ex_group_mark(ex_side_t *x, uint32_t group) {
+  unsigned slot = group % EX_DRING;
+  if (VX_CALL(cuEventRecord, x->dev_[slot], x->down) == CUDA_SUCCESS)
+    __atomic_store_n(&x->dseq[slot], group, __ATOMIC_RELEASE);
+}
+
+/* Stream t waits for the end of eviction group `room` (exec_room.c): its
+ * event, or all of `down` so far when the group is not marked yet (another
+ * thread's plan, still being issued) or not known.  0 or -1. */
+static int room_wait(ex_side_t *x, uint32_t room, CUstream t) {
+  if (!room) return 0;
+  if (room != EX_ROOM_ALL) {
+    unsigned slot = room % EX_DRING;
+    uint32_t have = __atomic_load_n(&x->dseq[slot], __ATOMIC_ACQUIRE);
+    if (have && !seq_after(room, have))
+      return VX_CALL(cuStreamWaitEvent, t, x->dev_[slot], 0) == CUDA_SUCCESS ? 0 : -1;
+  }
+  return ex_order_after(x->down, &t, 1);
+}
+
+/* The AHEAD part in plan order: evictions go down, each group's end marked;
+ * a prefetch waits only for the group whose room it takes (none when its
+ * room is free now), so that the link's two directions overlap.  Each
+ * prefetch is followed by its event, so that a launch waits only for the
+ * prefetch it needs. */
+static void issue_ahead(ex_op_t *ops, int n, int dev, ex_side_t *x) {
   for (int i = 0; i < n; i++) {
     if (ops[i].op == POL_OP_EVICT) {
       issue(ops + i, 1, dev, x->down);
-      if (!ops[i].dropped) __atomic_add_fetch(&d->down_issued, 1, __ATOMIC_RELAXED);
+      if (ops[i].group) ex_group_mark(x, ops[i].group);
       continue;
     }
-    uint32_t sent = __atomic_load_n(&d->down_issued, __ATOMIC_RELAXED);
-    if (sent != __atomic_load_n(&d->up_waited, __ATOMIC_RELAXED)) {
-      if (ex_order_after(x->down, &x->up, 1)) {
-        mark_failed(ops + i, n - i);
-        return;
-      }
-      __atomic_store_n(&d->up_waited, sent, __ATOMIC_RELAXED);
+    if (!ops[i].dropped && room_wait(x, ops[i].room, x->up)) {
+      mark_failed(ops + i, n - i);
+      return;
     }
     issue(ops + i, 1, dev, x->up);
     if (ops[i].dropped) continue;
@@ -199,13 +216,12 @@ void ex_side_wait(ex_dev_t *d, uint32_t seq, CUstream s) {
  * right after it by exec_launched): a kernel may still use what leaves,
  * but the victims of a plan are chunks used long ago, so the write-backs
  * start while the kernels before the launch still run.  Prefetches
- * wait only for evictions: the required ones for everything on `down` so
- * far (their room; a chunk an earlier plan sent down lands before it comes
- * back up), each AHEAD one for the evictions written just before it
- * (issue_ahead); not for the kernels before the launch, so the required
- * transfers overlap the previous kernel as the replay's model has them
- * (waiting for s serialised transfer, kernel, transfer: vx play of cnn took
- * 1.6x the replay's time). */
+ * wait only for evictions, and only for the group whose room they take or
+ * that still takes one of their chunks down (exec_room.c): not for the
+ * evictions made ahead of need queued before, and not for the kernels
+ * before the launch, so the required transfers overlap the previous kernel
+ * as the replay's model has them (waiting for s serialised transfer,
+ * kernel, transfer: vx play of cnn took 1.6x the replay's time). */
 /* `down` waits until planned launch `last` (the latest that reached a
  * victim) has run: its end event, or everything before this launch on s
  * when the event is not there (another thread's launch not yet marked). */
@@ -242,9 +258,13 @@ void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s, uint32_t
   }
   if (req) {
     issue_only(ops, req, dev, x->down, 1);
-    if (req_evicts) /* `up` orders after them too */
-      __atomic_add_fetch(&d->down_issued, 1, __ATOMIC_RELAXED);
-    if (ex_order_after(x->down, &x->now, 1)) {
+    uint32_t group = 0, room = 0;
+    for (int i = 0; i < req; i++) {
+      if (ops[i].group) group = ops[i].group;
+      if (ops[i].op == POL_OP_PREFETCH && !ops[i].dropped) room = room_later(room, ops[i].room);
+    }
+    if (req_evicts && group) ex_group_mark(x, group);
+    if (room_wait(x, room, x->now)) {
       mark_failed(ops, n);
       return;
     }
@@ -254,5 +274,5 @@ void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s, uint32_t
     ex_order_after(x->now, &s, 1);
   }
   if (req == n) return;
-  issue_ahead(d, ops + req, n - req, dev, x);
+  issue_ahead(ops + req, n - req, dev, x);
 }

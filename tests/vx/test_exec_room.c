@@ -1,0 +1,197 @@
+/* Unit tests of the executor's room accounting (tiers/exec_room.c): which
+ * eviction group each prefetch of a plan waits for. */
+#include <check.h>
+
+#include "vx_check.h"
+#include <string.h>
+
+#include "exec_int.h"
+
+static ex_room_t R;
+
+static ex_op_t evict(int when) {
+  return (ex_op_t){.op = POL_OP_EVICT, .when = (uint8_t)when, .tier = POL_TIER_HOST, .count = 1};
+}
+
+static ex_op_t fetch(int when, uint32_t count) {
+  return (ex_op_t){.op = POL_OP_PREFETCH, .when = (uint8_t)when, .count = count};
+}
+
+static void setup(void) {
+  memset(&R, 0, sizeof R);
+}
+
+START_TEST(free_room_waits_for_nothing) {
+  ex_op_t ops[] = {fetch(POL_REQUIRED, 2), fetch(POL_AHEAD, 3)};
+  ex_room_plan_locked(&R, ops, 2, 5);
+  ck_assert_uint_eq(ops[0].room, 0);
+  ck_assert_uint_eq(ops[1].room, 0);
+}
+END_TEST
+
+START_TEST(prefetch_waits_for_its_eviction) {
+  ex_op_t ops[] = {evict(POL_AHEAD), fetch(POL_AHEAD, 1), evict(POL_AHEAD), fetch(POL_AHEAD, 1)};
+  ex_room_plan_locked(&R, ops, 4, 0);
+  ck_assert_uint_ne(ops[0].group, 0);
+  ck_assert_uint_gt(ops[2].group, ops[0].group);
+  ck_assert_uint_eq(ops[1].room, ops[0].group); /* not the later one */
+  ck_assert_uint_eq(ops[3].room, ops[2].group);
+}
+END_TEST
+
+START_TEST(required_evictions_are_one_group) {
+  ex_op_t ops[] = {evict(POL_REQUIRED), fetch(POL_REQUIRED, 1), evict(POL_REQUIRED),
+                   fetch(POL_REQUIRED, 1), evict(POL_AHEAD), fetch(POL_AHEAD, 1)};
+  ex_room_plan_locked(&R, ops, 6, 0);
+  ck_assert_uint_eq(ops[0].group, ops[2].group);
+  ck_assert_uint_eq(ops[1].room, ops[0].group);
+  ck_assert_uint_eq(ops[3].room, ops[0].group);
+  ck_assert_uint_gt(ops[4].group, ops[0].group);
+  ck_assert_uint_eq(ops[5].room, ops[4].group);
+}
+END_TEST
+
+/* Evictions made ahead of need: a later plan's prefetches take their room
+ * oldest first, then room that is free for real waits for nothing. */
+START_TEST(ahead_evictions_give_room_oldest_first) {
+  ex_op_t a[] = {evict(POL_AHEAD), evict(POL_AHEAD)};
+  ex_room_plan_locked(&R, a, 2, 0);
+  ex_op_t b[] = {fetch(POL_REQUIRED, 1), fetch(POL_AHEAD, 1)};
+  ex_room_plan_locked(&R, b, 2, 2); /* the policy counts both free */
+  ck_assert_uint_eq(b[0].room, a[0].group);
+  ck_assert_uint_eq(b[1].room, a[1].group);
+  ex_op_t c[] = {fetch(POL_AHEAD, 1)};
+  ex_room_plan_locked(&R, c, 1, 1); /* one chunk free, no eviction under way */
+  ck_assert_uint_eq(c[0].room, 0);
+}
+END_TEST
+
+/* More room under way than the policy counts free (it took some back):
+ * prefetches then wait for later groups, never for earlier ones. */
+START_TEST(room_taken_back_waits_later) {
+  ex_op_t a[] = {evict(POL_AHEAD), evict(POL_AHEAD), evict(POL_AHEAD)};
+  ex_room_plan_locked(&R, a, 3, 0);
+  ex_op_t b[] = {fetch(POL_AHEAD, 1), fetch(POL_AHEAD, 1)};
+  ex_room_plan_locked(&R, b, 2, 2);
+  ck_assert_uint_eq(b[0].room, a[1].group);
+  ck_assert_uint_eq(b[1].room, a[2].group);
+}
+END_TEST
+
+/* A prefetch bigger than the free room waits for the group that gives it
+ * its last chunk. */
+START_TEST(big_prefetch_waits_for_last_room) {
+  ex_op_t a[] = {evict(POL_AHEAD), evict(POL_AHEAD)};
+  ex_room_plan_locked(&R, a, 2, 0);
+  ex_op_t b[] = {fetch(POL_REQUIRED, 3)};
+  ex_room_plan_locked(&R, b, 1, 3); /* one free chunk plus the two under way */
+  ck_assert_uint_eq(b[0].room, a[1].group);
+}
+END_TEST
+
+/* A pin's move is counted after the evictions planned with it although it
+ * went down before them: while one is in the ring, waits are for all. */
+START_TEST(pin_waits_for_all) {
+  ex_op_t a[] = {evict(POL_AHEAD)};
+  ex_room_plan_locked(&R, a, 1, 0);
+  uint32_t pin = ex_room_add_locked(&R, 2);
+  ck_assert_uint_gt(pin, a[0].group);
+  ex_op_t b[] = {fetch(POL_AHEAD, 1), fetch(POL_AHEAD, 1), fetch(POL_AHEAD, 1)};
+  ex_room_plan_locked(&R, b, 3, 3);
+  for (int i = 0; i < 3; i++)
+    ck_assert_uint_eq(b[i].room, EX_ROOM_ALL);
+  ex_op_t c[] = {evict(POL_AHEAD), fetch(POL_AHEAD, 1)}; /* the pin's room is all taken */
+  ex_room_plan_locked(&R, c, 2, 0);
+  ck_assert_uint_eq(c[1].room, c[0].group);
+}
+END_TEST
+
+START_TEST(spills_and_dropped_ops) {
+  ex_op_t a[] = {evict(POL_AHEAD), fetch(POL_AHEAD, 1), evict(POL_AHEAD), fetch(POL_AHEAD, 1),
+                 fetch(POL_AHEAD, 1)};
+  a[0].tier = POL_TIER_NVME; /* spilled synchronously: its room is there once issued */
+  a[2].dropped = a[3].dropped = 1;
+  ex_room_plan_locked(&R, a, 5, 0);
+  ck_assert_uint_eq(a[0].group, 0);
+  ck_assert_uint_eq(a[1].room, 0);
+  ck_assert_uint_eq(a[2].group, 0);
+  ck_assert_uint_eq(a[3].room, 0);
+  ck_assert_uint_eq(a[4].room, EX_ROOM_ALL); /* no room known: all of `down` */
+}
+END_TEST
+
+/* More groups under way than the ring holds: the forgotten ones' room is
+ * waited for through later groups, never through none. */
+START_TEST(ring_overflow_waits_later) {
+  enum { N = EX_PEND + 40 };
+  static ex_op_t a[N];
+  for (int i = 0; i < N; i++)
+    a[i] = evict(POL_AHEAD);
+  ex_room_plan_locked(&R, a, N, 0);
+  static ex_op_t b[N];
+  for (int i = 0; i < N; i++)
+    b[i] = fetch(POL_AHEAD, 1);
+  ex_room_plan_locked(&R, b, N, N);
+  for (int i = 0; i < N; i++) {
+    ck_assert_uint_ne(b[i].room, 0);
+    if (b[i].room != EX_ROOM_ALL) ck_assert_uint_ge(b[i].room, a[i].group);
+  }
+  ck_assert_uint_eq(b[N - 1].room, a[N - 1].group);
+}
+END_TEST
+
+/* A model: `down` in order, each prefetch run once the group it waits for
+ * ended; the device never holds more than the budget, on random plans
+ * whose counts are right (the policy's view). */
+START_TEST(random_plans_stay_in_budget) {
+  enum { CAP = 8, PLANS = 4000, MAXG = PLANS * 16 };
+  static uint8_t gchunks[MAXG];
+  unsigned seed = 12345;
+  int used = 0;                  /* resident once everything issued has run */
+  int free_pol = CAP;            /* the policy's free room */
+  uint32_t ended = 0, issued = 0; /* groups ended / issued on `down` */
+  int dev = 0;                   /* device occupancy as the model runs it */
+  for (int p = 0; p < PLANS; p++) {
+    ex_op_t ops[16];
+    int n = 0, f = free_pol;
+    int nev = (int)(rand_r(&seed) % 4), npf = (int)(rand_r(&seed) % 4);
+    for (int i = 0; i < nev && used > 0; i++, used--, f++)
+      ops[n++] = evict(POL_AHEAD);
+    for (int i = 0; i < npf && f > 0; i++, used++, f--)
+      ops[n++] = fetch(POL_AHEAD, 1);
+    ex_room_plan_locked(&R, ops, n, (uint64_t)free_pol);
+    free_pol = f;
+    for (int i = 0; i < n; i++) {
+      if (ops[i].op == POL_OP_EVICT) {
+        ck_assert_uint_lt(ops[i].group, MAXG);
+        gchunks[ops[i].group] = 1, issued = ops[i].group;
+        continue;
+      }
+      /* the slowest order: `down` ends only what the prefetch waits for */
+      uint32_t need = ops[i].room == EX_ROOM_ALL ? issued : ops[i].room;
+      for (; ended < need; ended++)
+        dev -= gchunks[ended + 1];
+      dev += 1;
+      ck_assert_int_le(dev, CAP);
+    }
+  }
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("exec_room");
+  TCase *tc = tcase_create("exec_room");
+  tcase_add_checked_fixture(tc, setup, NULL);
+  tcase_add_test(tc, free_room_waits_for_nothing);
+  tcase_add_test(tc, prefetch_waits_for_its_eviction);
+  tcase_add_test(tc, required_evictions_are_one_group);
+  tcase_add_test(tc, ahead_evictions_give_room_oldest_first);
+  tcase_add_test(tc, room_taken_back_waits_later);
+  tcase_add_test(tc, big_prefetch_waits_for_last_room);
+  tcase_add_test(tc, pin_waits_for_all);
+  tcase_add_test(tc, spills_and_dropped_ops);
+  tcase_add_test(tc, ring_overflow_waits_later);
+  tcase_add_test(tc, random_plans_stay_in_budget);
+  suite_add_tcase(s, tc);
+  return vx_check_run(s, 1);
+}

@@ -188,15 +188,11 @@ static int read_by(const pol_launch_t *l, uint64_t id, uint32_t k) {
   return 0;
 }
 
-/* Brings chunk c up for the launch itself.  Returns 0, 1 when no room could
- * be made (the access will fault), -ENOSPC. */
+/* Brings chunk c up for the launch itself, into room made before.
+ * Returns 0, 1 when there is no room (the access will fault), -ENOSPC. */
 static int require_chunk(pol_t *p, const pol_launch_t *l, uint32_t mode, struct pol_chunk *c,
                          pol_plan_t *plan) {
-  if (p->used >= p->cap_chunks) {
-    int r = planner_evict_for(p, 0, POL_REQUIRED, plan);
-    if (r == -ENOSPC) return r;
-    if (r < 0) return 1;
-  }
+  if (p->used >= p->cap_chunks) return 1;
   int nodata = c->loc == LOC_FRESH || (mode == POL_ACCESS_WRITE && !read_by(l, c->a->id, c->idx));
   if (plan_emit_f(plan, POL_OP_PREFETCH, POL_REQUIRED, 0, nodata ? POL_ACT_NODATA : 0, c) < 0)
     return -ENOSPC;
@@ -207,7 +203,40 @@ static int require_chunk(pol_t *p, const pol_launch_t *l, uint32_t mode, struct 
   return 0;
 }
 
+/* The launch's managed chunks not on the device, each counted once. */
+static uint64_t count_missing(pol_t *p, const pol_launch_t *l, int clear) {
+  uint64_t m = 0;
+  for (uint32_t i = 0; i < l->nranges; i++) {
+    struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
+    if (!a || a->tier != POL_TIER_MANAGED) continue;
+    uint32_t end = l->ranges[i].first + l->ranges[i].count;
+    if (end > a->nchunks || end < l->ranges[i].first) end = a->nchunks;
+    for (uint32_t k = l->ranges[i].first; k < end; k++) {
+      struct pol_chunk *c = &a->chunks[k];
+      if (clear) {
+        c->missing = 0;
+      } else if (c->loc != LOC_DEV && !c->missing) {
+        c->missing = 1;
+        m++;
+      }
+    }
+  }
+  return m;
+}
+
+/* The launch's own chunks: first the room for the missing ones (the
+ * evictions as one run of actions, so that the prefetches after them merge
+ * into one action per range: interleaved, a launch of 64 missing chunks
+ * filled a 128-action plan and the rest faulted, behind the policy's back),
+ * then their prefetches, as far as the room goes. */
 static int required(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
+  uint64_t m = count_missing(p, l, 0);
+  count_missing(p, l, 1);
+  while (m && p->used + m > p->cap_chunks) {
+    int r = planner_evict_for(p, 0, POL_REQUIRED, plan);
+    if (r == -ENOSPC) return r;
+    if (r < 0) break; /* nothing may go: the rest will fault */
+  }
   for (uint32_t i = 0; i < l->nranges; i++) {
     struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
     if (!a || a->tier != POL_TIER_MANAGED) continue;

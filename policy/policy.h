@@ -128,6 +128,11 @@ typedef struct pol_action {
   uint8_t flags;  /* POL_ACT_* bits */
 } pol_action_t;
 
+/* The actions libvx gives one plan (tiers/exec.c), and so `vx replay`,
+ * which models libvx: a plan cut short loses its last predictions (the
+ * required part comes first). */
+#define POL_PLAN_ACTIONS 1024
+
 typedef struct pol_plan {
   pol_action_t *actions; /* caller-owned array of `cap` entries */
   uint32_t cap;

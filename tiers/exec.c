@@ -239,8 +239,8 @@ static uint64_t take_hits_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, 
 /* The evictions that made room for dropped prefetches are dropped too:
  * for an AHEAD prefetch, the evictions just before it (the plan writes each
  * prefetch after the eviction that makes its room); for the REQUIRED part,
- * as many evicted chunks as the dropped required prefetches needed, latest
- * first.  The policy is told both (feedback): the prefetched chunks stayed
+ * at most as many evicted chunks as the dropped required prefetches needed,
+ * latest first.  The policy is told both (feedback): the prefetched chunks stayed
  * on the host, the evicted ones on the device. */
 static void drop_room(ex_op_t *ops, int n) {
   uint64_t req_dropped = 0;
@@ -253,10 +253,14 @@ static void drop_room(ex_op_t *ops, int n) {
     for (int k = i - 1; k >= 0 && ops[k].op == POL_OP_EVICT && ops[k].when == POL_AHEAD; k--)
       ops[k].dropped = 1;
   }
+  /* Never more than they needed: an eviction run longer than what is left
+   * stays (it frees more than is needed, which is safe; dropping it would
+   * leave the kept prefetches without their room) */
   for (int k = n - 1; k >= 0 && req_dropped; k--)
-    if (ops[k].op == POL_OP_EVICT && ops[k].when == POL_REQUIRED && !ops[k].dropped) {
+    if (ops[k].op == POL_OP_EVICT && ops[k].when == POL_REQUIRED && !ops[k].dropped &&
+        ops[k].count <= req_dropped) {
       ops[k].dropped = 1;
-      req_dropped = req_dropped > ops[k].count ? req_dropped - ops[k].count : 0;
+      req_dropped -= ops[k].count;
     }
 }
 
@@ -464,16 +468,49 @@ static void count_use(int dev, uint64_t hits, uint64_t missed) {
   if (missed) ctr_add(dev, VX_CTR_prefetch_misses, missed);
 }
 
+/* A thread's plan and ops (80 KiB: too much for the stack of a thread the
+ * application made), freed when the thread ends. */
+typedef struct ex_buf {
+  pol_action_t acts[EX_PLAN_CAP];
+  ex_op_t ops[EX_PLAN_CAP];
+} ex_buf_t;
+static __thread ex_buf_t *ex_tbuf;
+static pthread_key_t ex_buf_key;
+static pthread_once_t ex_buf_once = PTHREAD_ONCE_INIT;
+static int ex_buf_key_ok;
+
+static void buf_release(void *p) {
+  free(p);
+  ex_tbuf = NULL;
+}
+
+static void buf_key_make(void) {
+  ex_buf_key_ok = pthread_key_create(&ex_buf_key, buf_release) == 0;
+}
+
+static ex_buf_t *buf_get(void) {
+  if (ex_tbuf) return ex_tbuf;
+  pthread_once(&ex_buf_once, buf_key_make);
+  ex_buf_t *b = malloc(sizeof *b);
+  if (!b) {
+    VX_LOG_ONCE(VX_LOG_WARN, "out of memory for a plan buffer: launches go unplanned");
+    return NULL;
+  }
+  if (ex_buf_key_ok) pthread_setspecific(ex_buf_key, b); /* else kept for the process */
+  return ex_tbuf = b;
+}
+
 CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_t *ranges,
                      uint32_t n) {
   if (!ex_planning || !n) return CUDA_SUCCESS;
   /* Plans are hints, and some of their calls (advice, spills) would
    * invalidate another thread's capture: none while one is in progress. */
   if (vx_capture_active()) return CUDA_SUCCESS;
+  ex_buf_t *b = buf_get();
+  if (!b) return CUDA_SUCCESS; /* no plan: the launch faults what it needs */
   ex_dev_t *d = dev_of(dev);
-  pol_action_t acts[EX_PLAN_CAP];
-  ex_op_t ops[EX_PLAN_CAP];
-  pol_plan_t plan = {.actions = acts, .cap = EX_PLAN_CAP};
+  ex_op_t *ops = b->ops;
+  pol_plan_t plan = {.actions = b->acts, .cap = EX_PLAN_CAP};
   pol_launch_t l = {.kernel = kernel,
                     .stream = (uint64_t)(uintptr_t)stream,
                     .now = ex_now(),

@@ -9,7 +9,7 @@
 
 #include "exec.h"
 
-#define EX_PLAN_CAP 128
+#define EX_PLAN_CAP POL_PLAN_ACTIONS /* a thread's plan buffer (exec.c) */
 #define EX_BATCH 64
 #define EX_RING 256            /* events marking the end of recent AHEAD prefetches */
 #define EX_LRING 256           /* events marking the end of recent planned launches */

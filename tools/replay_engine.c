@@ -10,7 +10,6 @@
 
 enum { C_FRESH = 0, C_HOST, C_DEV, C_DEAD };
 #define MAX_STREAMS 64
-#define PLAN_CAP 65536
 
 struct ck {
   double arrive, busy;
@@ -510,8 +509,8 @@ static int setup(struct eng *e, const rp_trace_t *t, const rp_model_t *m, const 
   e->rm = calloc(t->nal + 1, 1);
   e->idm_pool = calloc(t->nal + 1, sizeof *e->idm_pool);
   e->missing = calloc(t->nchunks + 1, sizeof *e->missing);
-  e->plan.actions = calloc(PLAN_CAP, sizeof *e->plan.actions);
-  e->plan.cap = PLAN_CAP;
+  e->plan.actions = calloc(POL_PLAN_ACTIONS, sizeof *e->plan.actions);
+  e->plan.cap = POL_PLAN_ACTIONS;
   e->slot = calloc(t->nchunks + 1, sizeof *e->slot);
   if (!e->slot) return -ENOMEM;
   if (!e->ck || !e->tier || !e->rm || !e->idm_pool || !e->missing || !e->plan.actions)

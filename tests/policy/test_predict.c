@@ -446,6 +446,47 @@ START_TEST(write_only_ranges_never_prefetched) {
 }
 END_TEST
 
+/* A launch whose 48 chunks are all away, on a device full of 64 chunks of
+ * other data (not in order of use): its room is made first, as runs of
+ * evictions, and its chunks come up in one action per range, so that the
+ * required part fits a small plan (interleaved, evict-prefetch-evict...,
+ * it took two actions a chunk: 128 of libvx's then held 64 chunks, and
+ * the rest faulted behind the policy's back). */
+START_TEST(required_part_is_compact) {
+  fx_init(&F, POL_PREDICT, 64);
+  enum { BIG = 1, SMALL0 = 2 };
+  for (uint64_t id = SMALL0; id < SMALL0 + 16; id++) { /* 16 x 4 chunks fill the device */
+    fx_alloc(&F, id, 4);
+    pol_range_t r = {.alloc_id = id, .count = 4, .mode = POL_ACCESS_WRITE};
+    fx_launch(&F, 1, 1, &r, 1);
+  }
+  for (uint64_t id = SMALL0 + 15; id >= SMALL0; id--) { /* used last to first */
+    pol_range_t r = {.alloc_id = id, .count = 4, .mode = POL_ACCESS_READ};
+    fx_launch(&F, 2, 1, &r, 1);
+  }
+  fx_alloc(&F, BIG, 48);
+  pol_range_t r = {.alloc_id = BIG, .count = 48, .mode = POL_ACCESS_WRITE};
+  int n = fx_launch(&F, 3, 1, &r, 1); /* fx_launch: all 48 resident after the plan */
+  int evictions = 0, prefetches = 0, first_prefetch = -1, last_evict = -1;
+  uint32_t up = 0, down = 0;
+  for (int i = 0; i < n; i++) {
+    const pol_action_t *a = &F.act[i];
+    if (a->when != POL_REQUIRED) continue;
+    if (a->op == POL_OP_EVICT) evictions++, down += a->count, last_evict = i;
+    if (a->op == POL_OP_PREFETCH) {
+      prefetches++, up += a->count;
+      if (first_prefetch < 0) first_prefetch = i;
+    }
+  }
+  ck_assert_uint_eq(up, 48);
+  ck_assert_uint_eq(down, 48);
+  ck_assert_int_eq(prefetches, 1);
+  ck_assert_int_le(evictions, 16); /* runs: at most one per small tensor */
+  ck_assert_int_lt(last_evict, first_prefetch);
+  fx_fini(&F);
+}
+END_TEST
+
 /* Decode with a KV cache per layer re-made one chunk bigger each token
  * (torch.cat: allocate, copy the old in and append, free the old). */
 START_TEST(growing_kv_cache_keeps_matching) {
@@ -625,6 +666,7 @@ int main(void) {
   tcase_add_test(t, growing_kv_cache_keeps_matching);
   tcase_add_test(t, no_prefetch_into_room_of_recurring_allocations);
   tcase_add_test(t, recycled_kv_blocks_keep_the_period);
+  tcase_add_test(t, required_part_is_compact);
   suite_add_tcase(s, t);
   return vx_check_run(s, 1);
 }

@@ -447,17 +447,17 @@ typedef struct ex_pend {
 } ex_pend_t;
 static __thread ex_pend_t ex_pending;
 
-/* The latest planned launch that reached a chunk a plan evicts. */
-static uint32_t victims_last_use_locked(ex_dev_t *d, const ex_op_t *ops, int n) {
-  uint32_t last = 0;
+/* Each eviction's latest planned launch that reached one of its chunks. */
+static void victims_last_use_locked(ex_dev_t *d, ex_op_t *ops, int n) {
   for (int i = 0; i < n; i++) {
+    ops[i].last = 0;
     if (ops[i].op != POL_OP_EVICT || ops[i].dropped) continue;
     ex_alloc_t *e;
     HASH_FIND(hh, d->by_id, &ops[i].id, sizeof ops[i].id, e);
     for (uint32_t c = ops[i].first; e && c < ops[i].first + ops[i].count && c < e->nchunks; c++)
-      if (e->last_use[c] && (!last || seq_after(e->last_use[c], last))) last = e->last_use[c];
+      if (e->last_use[c] && (!ops[i].last || seq_after(e->last_use[c], ops[i].last)))
+        ops[i].last = e->last_use[c];
   }
-  return last;
 }
 
 static void count_use(int dev, uint64_t hits, uint64_t missed) {
@@ -519,7 +519,7 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
   uint64_t missed = 0, hits = 0;
   uint32_t wait = 0;
   int nops = 0, npin = 0;
-  uint32_t last = 0, me = 0;
+  uint32_t me = 0;
   ex_pin_t pin[EX_PIN_MAX];
   vx_mutex_lock(&d->lock, EX_RANK(d));
   uint64_t room = d->pol ? pol_room(d->pol) : 0;
@@ -530,7 +530,7 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
     npin = count_refs_locked(d, ranges, n, me, pin); /* first: their prefetches are dropped */
     nops = translate_locked(d, &plan, ops, &missed);
     room_locked(d, ops, nops, room);
-    last = victims_last_use_locked(d, ops, nops);
+    victims_last_use_locked(d, ops, nops);
   }
   vx_mutex_unlock(&d->lock, EX_RANK(d));
   if (me) ex_pending = (ex_pend_t){.d = d, .seq = me, .stream = stream};
@@ -538,7 +538,7 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
   if (npin) pin_to_host(d, dev, pin, npin, stream);
   if (!nops && !wait) return CUDA_SUCCESS;
   if (wait) ex_side_wait(d, wait, stream);
-  ex_run_plan(d, dev, ops, nops, stream, last);
+  ex_run_plan(d, dev, ops, nops, stream);
   for (int i = 0; i < nops; i++)
     if (ops[i].failed) {
       feedback(d, ops, nops);

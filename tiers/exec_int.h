@@ -98,6 +98,7 @@ typedef struct ex_op {
   uint8_t nodata;  /* POL_ACT_NODATA: a first touch, no data to move */
   uint32_t seq;    /* AHEAD: its batch */
   uint32_t group;  /* EVICT: its eviction group (ex_room_t); 0 = none */
+  uint32_t last;   /* EVICT: the latest planned launch that reached its chunks; 0 = none */
   uint32_t room;   /* PREFETCH: the eviction group whose end it waits for,
                     * 0 = none (the room is free), EX_ROOM_ALL = all of `down` */
 } ex_op_t;
@@ -123,10 +124,9 @@ ex_side_t *ex_side_get(ex_dev_t *d);
 int ex_order_after(CUstream after, const CUstream *to, int n);
 /* Stream s waits until AHEAD batch `seq` has landed. */
 void ex_side_wait(ex_dev_t *d, uint32_t seq, CUstream s);
-/* Carries out plan ops[0..n) for a launch on stream s (not capturing);
- * `last` is the latest planned launch that reached a victim.  No lock
- * held; failed ops are marked in ops[].failed. */
-void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s, uint32_t last);
+/* Carries out plan ops[0..n) for a launch on stream s (not capturing).
+ * No lock held; failed ops are marked in ops[].failed. */
+void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s);
 /* Marks the end of eviction group `group`, just enqueued on `down`. */
 void ex_group_mark(ex_side_t *x, uint32_t group);
 

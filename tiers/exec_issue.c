@@ -177,14 +177,35 @@ static int room_wait(ex_side_t *x, uint32_t room, CUstream t) {
   return ex_order_after(x->down, &t, 1);
 }
 
-/* The AHEAD part in plan order: evictions go down, each group's end marked;
- * a prefetch waits only for the group whose room it takes (none when its
- * room is free now), so that the link's two directions overlap.  Each
- * prefetch is followed by its event, so that a launch waits only for the
- * prefetch it needs. */
-static void issue_ahead(ex_op_t *ops, int n, int dev, ex_side_t *x) {
+/* `down` waits until planned launch `last` (the latest that reached a
+ * victim) has run: its end event, or everything before this launch on s
+ * when the event is not there (another thread's launch not yet marked). */
+static int down_after(ex_side_t *x, uint32_t last, CUstream s) {
+  if (!last) return 0; /* no planned launch reached the victims */
+  unsigned slot = last % EX_LRING;
+  uint32_t have = __atomic_load_n(&x->lseq[slot], __ATOMIC_ACQUIRE);
+  if (have && !seq_after(last, have))
+    return VX_CALL(cuStreamWaitEvent, x->down, x->lev[slot], 0) == CUDA_SUCCESS ? 0 : -1;
+  return ex_order_after(s, &x->down, 1);
+}
+
+/* The AHEAD part in plan order: evictions go down, each group's end marked
+ * and each after the last launch that reached its chunks when `down` has
+ * not waited for that one yet (`waited`); a prefetch waits only for the
+ * group whose room it takes (none when its room is free now), so that the
+ * link's two directions overlap.  Each prefetch is followed by its event,
+ * so that a launch waits only for the prefetch it needs. */
+static void issue_ahead(ex_op_t *ops, int n, int dev, ex_side_t *x, CUstream s, uint32_t waited) {
   for (int i = 0; i < n; i++) {
     if (ops[i].op == POL_OP_EVICT) {
+      uint32_t last = ops[i].last;
+      if (!ops[i].dropped && last && (!waited || seq_after(last, waited))) {
+        if (down_after(x, last, s)) {
+          mark_failed(ops + i, n - i);
+          return;
+        }
+        waited = last;
+      }
       issue(ops + i, 1, dev, x->down);
       if (ops[i].group) ex_group_mark(x, ops[i].group);
       continue;
@@ -222,24 +243,16 @@ void ex_side_wait(ex_dev_t *d, uint32_t seq, CUstream s) {
  * before the launch, so the required transfers overlap the previous kernel
  * as the replay's model has them (waiting for s serialised transfer,
  * kernel, transfer: vx play of cnn took 1.6x the replay's time). */
-/* `down` waits until planned launch `last` (the latest that reached a
- * victim) has run: its end event, or everything before this launch on s
- * when the event is not there (another thread's launch not yet marked). */
-static int down_after(ex_side_t *x, uint32_t last, CUstream s) {
-  if (!last) return 0; /* no planned launch reached the victims */
-  unsigned slot = last % EX_LRING;
-  uint32_t have = __atomic_load_n(&x->lseq[slot], __ATOMIC_ACQUIRE);
-  if (have && !seq_after(last, have))
-    return VX_CALL(cuStreamWaitEvent, x->down, x->lev[slot], 0) == CUDA_SUCCESS ? 0 : -1;
-  return ex_order_after(s, &x->down, 1);
-}
-
-void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s, uint32_t last) {
-  int req = 0, evicts = 0, req_evicts = 0;
+void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s) {
+  int req = 0, req_evicts = 0;
+  uint32_t req_last = 0; /* the required evictions go down as one batch */
   while (req < n && ops[req].when == POL_REQUIRED)
     req++;
-  for (int i = 0; i < n; i++)
-    if (ops[i].op == POL_OP_EVICT && !ops[i].dropped) evicts = 1, req_evicts |= i < req;
+  for (int i = 0; i < req; i++)
+    if (ops[i].op == POL_OP_EVICT && !ops[i].dropped) {
+      req_evicts = 1;
+      if (ops[i].last && (!req_last || seq_after(ops[i].last, req_last))) req_last = ops[i].last;
+    }
   ex_side_t *x = ex_side_get(d);
   /* A victim an earlier AHEAD prefetch is still bringing up must arrive
    * before it leaves: an eviction that ran first would be undone by the
@@ -252,7 +265,7 @@ void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s, uint32_t
         (!up_seq || seq_after(ops[i].seq, up_seq)))
       up_seq = ops[i].seq;
   if (x && up_seq) ex_side_wait(d, up_seq, x->down);
-  if (!x || (evicts && down_after(x, last, s))) {
+  if (!x || (req_evicts && down_after(x, req_last, s))) {
     mark_failed(ops, n);
     return;
   }
@@ -274,5 +287,5 @@ void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s, uint32_t
     ex_order_after(x->now, &s, 1);
   }
   if (req == n) return;
-  issue_ahead(ops + req, n - req, dev, x);
+  issue_ahead(ops + req, n - req, dev, x, s, req_last);
 }

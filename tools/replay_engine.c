@@ -40,6 +40,7 @@ struct eng {
   struct idm *ids, *idm_pool;
   uint64_t cap, used, native;
   double h2d_free, d2h_free, prio_free, t_issue, prev_start, end;
+  double compute_free; /* the device runs one kernel at a time, as the simulator does */
   uint64_t sid[MAX_STREAMS];
   double sfree[MAX_STREAMS];
   int nstreams, infinite;
@@ -480,6 +481,10 @@ static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
   }
   double *sf = stream_free(e, ev->stream);
   double t0 = *sf > T ? *sf : T;
+  /* One kernel at a time on the device, whatever its stream (the
+   * simulator's compute engine; a kernel's faults are served while it
+   * holds the device) */
+  if (e->compute_free > t0) t0 = e->compute_free;
   uint32_t nm = 0;
   uint64_t touched = 0, host = 0;
   if (++e->stamp == 0) e->stamp = 1;
@@ -487,8 +492,12 @@ static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
   double tf = faults(e, nm, t0);
   double ready = wait > tf ? wait : tf;
   double hx = xfer(e, host);
+  /* host memory read over the link holds the H2D engine, as a copy would */
+  if (hx > 0 && e->h2d_free > ready) ready = e->h2d_free;
+  if (hx > 0) e->h2d_free = ready + hx;
   double dur = ev->dur ? (double)ev->dur : (double)touched / e->m->dev_bps * 1e9;
   double end = ready + hx + dur;
+  e->compute_free = end;
   e->res->bytes_up += host;
   e->res->stall_s += (ready - t0 + hx) / 1e9;
   e->res->compute_s += dur / 1e9;

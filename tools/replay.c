@@ -177,7 +177,18 @@ static int run_all(const struct opts *o, const rp_trace_t *t, const rp_model_t *
     if (rp_run(t, m, refs[i], &ref[i]) < 0) return -ENOMEM;
   const char *src = o->synth ? o->synth : o->trace;
   for (int i = 0; i < n; i++) {
-    if (rp_run(t, m, names[i], &res[i]) < 0) return -ENOMEM;
+    /* a reference already run is not run again: the replay is deterministic */
+    int k = 0;
+    const char *as = strcmp(names[i], "oracle") ? names[i] : "clairvoyant";
+    while (k < 4 && strcmp(as, refs[k]))
+      k++;
+    if (k < 4) {
+      res[i] = ref[k];
+      _Static_assert(sizeof res[i].policy == sizeof names[i], "a policy name fits");
+      memcpy(res[i].policy, names[i], sizeof res[i].policy);
+    } else if (rp_run(t, m, names[i], &res[i]) < 0) {
+      return -ENOMEM;
+    }
     if (!strcmp(names[i], "bound")) res[i].stall_s = res[i].total_s - ref[0].total_s;
     rp_derive(&res[i], &ref[0], &ref[1], &ref[2]);
     rp_bound_share(&res[i], &ref[1], &ref[3]);

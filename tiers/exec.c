@@ -26,7 +26,8 @@
 
 static ex_dev_t ex_dev[VX_MAX_DEVICES] = {
     [0 ... VX_MAX_DEVICES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
-static int ex_planning; /* VX_POLICY=predict */
+static int ex_planning;                        /* VX_POLICY=predict */
+static uint64_t ex_launch_max[VX_MAX_DEVICES]; /* atomic: exec_launch_max */
 
 static uint64_t ex_now(void) {
   struct timespec ts;
@@ -72,6 +73,22 @@ void exec_fini(void) {
 
 int exec_planning(void) {
   return ex_planning;
+}
+
+uint64_t exec_launch_max(int dev) {
+  return __atomic_load_n(&ex_launch_max[ctr_slot(dev)], __ATOMIC_RELAXED);
+}
+
+/* Raises exec_launch_max to the bytes this launch's ranges reach. */
+static void note_launch_size(int dev, const pol_range_t *r, uint32_t n) {
+  uint64_t chunks = 0;
+  for (uint32_t i = 0; i < n; i++)
+    chunks += r[i].count;
+  uint64_t bytes = chunks << VX_CHUNK_SHIFT, *m = &ex_launch_max[ctr_slot(dev)];
+  uint64_t old = __atomic_load_n(m, __ATOMIC_RELAXED);
+  while (bytes > old &&
+         !__atomic_compare_exchange_n(m, &old, bytes, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
 }
 
 /* The residency manager's capacity: the device budget (VX_DEVICE_LIMIT,
@@ -506,6 +523,7 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
   /* Plans are hints, and some of their calls (advice, spills) would
    * invalidate another thread's capture: none while one is in progress. */
   if (vx_capture_active()) return CUDA_SUCCESS;
+  note_launch_size(dev, ranges, n);
   ex_buf_t *b = buf_get();
   if (!b) return CUDA_SUCCESS; /* no plan: the launch faults what it needs */
   ex_dev_t *d = dev_of(dev);

@@ -25,6 +25,9 @@ uint64_t exec_capacity(int dev);
 
 /* 1 when the policy makes plans (VX_POLICY=predict). */
 int exec_planning(void);
+/* The most bytes one planned launch of device dev has reached so far (its
+ * ranges, native and managed): the room a launch needs on the device. */
+uint64_t exec_launch_max(int dev);
 
 /* An allocation appeared / was freed by the application (a->id set, a->dev
  * the device).  Feeds the device's policy (created on first use) and the

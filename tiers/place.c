@@ -117,6 +117,12 @@ static uint64_t movable_room(int dev) {
   uint64_t room = vx_opt.MOVABLE.set ? vx_size_resolve(&vx_opt.MOVABLE, lim)
                   : exec_planning()  ? lim / 2
                                      : 0; /* demand, static: native while the budget has room */
+  /* Under predict, by default, at least the biggest launch seen so far:
+   * the room is where a launch's data must all be at once, and one that
+   * does not fit it faults against itself (vx play of cnn: its largest
+   * launches reach 1.2x half the device) */
+  if (!vx_opt.MOVABLE.set && exec_planning() && exec_launch_max(dev) > room)
+    room = exec_launch_max(dev);
   return room > lim ? lim : room;
 }
 

@@ -41,6 +41,7 @@ struct eng {
   uint64_t cap, used, native;
   double h2d_free, d2h_free, prio_free, t_issue, prev_start, end;
   double compute_free; /* the device runs one kernel at a time, as the simulator does */
+  uint64_t launch_max; /* the most bytes one launch has reached (libvx's exec_launch_max) */
   uint64_t sid[MAX_STREAMS];
   double sfree[MAX_STREAMS];
   int nstreams, infinite;
@@ -318,6 +319,9 @@ static int live_tier(const struct eng *e, uint64_t size) {
   uint64_t room = e->place == POL_PREDICT || e->place == POL_ORACLE
                       ? e->m->capacity / 100 * LIVE_MOVABLE_PCT
                       : 0;
+  /* and at least the biggest launch seen so far (tiers/place.c) */
+  if ((e->place == POL_PREDICT || e->place == POL_ORACLE) && e->launch_max > room)
+    room = e->launch_max > e->m->capacity ? e->m->capacity : e->launch_max;
   uint64_t lim = e->m->capacity - room;
   return e->native + size <= lim ? POL_TIER_DEVICE : POL_TIER_MANAGED;
 }
@@ -468,6 +472,10 @@ static void finish(struct eng *e, const rp_event_t *ev, double end) {
 }
 
 static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
+  uint64_t chunks = 0;
+  for (uint32_t r = 0; r < ev->nr; r++)
+    chunks += e->t->rg[ev->r0 + r].count;
+  if (chunks * e->t->chunk > e->launch_max) e->launch_max = chunks * e->t->chunk;
   double T = e->t_issue > e->prev_start ? e->t_issue : e->prev_start;
   e->t_issue = T;
   e->cur = li;

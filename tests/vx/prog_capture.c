@@ -173,6 +173,9 @@ static void run_case(const char *name, int nvme) {
   snprintf(e_dir, sizeof e_dir, "VX_NVME_DIR=%s", nvme ? dir : "");
   const char *env[] = {"SIMCUDA_VRAM=160M",
                        "VX_DEVICE_LIMIT=16M",
+                       /* placement fixed (half the budget movable), not grown
+                        * with the launches: the case counts managed allocations */
+                       "VX_MOVABLE=8M",
                        "VX_NATIVE_MAX=0",
                        nvme ? "VX_HOST_LIMIT=24M" : "VX_HOST_LIMIT=",
                        e_dir,

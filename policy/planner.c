@@ -156,7 +156,8 @@ static void note_use(struct pol_arec *a, uint32_t mode) {
     a->written = 1;
 }
 
-/* Stamps the launch's chunks (next use 0) and counts them. */
+/* Stamps the launch's chunks (next use 0); returns how many of them, each
+ * counted once, are not on the device. */
 static uint64_t stamp_current(pol_t *p, const pol_launch_t *l) {
   uint64_t n = 0;
   for (uint32_t i = 0; i < l->nranges; i++) {
@@ -170,7 +171,7 @@ static uint64_t stamp_current(pol_t *p, const pol_launch_t *l) {
       c->stamp = p->epoch;
       c->next_use = 0;
       c->next2 = 0;
-      n++;
+      n += c->loc != LOC_DEV;
     }
   }
   return n;
@@ -203,35 +204,13 @@ static int require_chunk(pol_t *p, const pol_launch_t *l, uint32_t mode, struct 
   return 0;
 }
 
-/* The launch's managed chunks not on the device, each counted once. */
-static uint64_t count_missing(pol_t *p, const pol_launch_t *l, int clear) {
-  uint64_t m = 0;
-  for (uint32_t i = 0; i < l->nranges; i++) {
-    struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
-    if (!a || a->tier != POL_TIER_MANAGED) continue;
-    uint32_t end = l->ranges[i].first + l->ranges[i].count;
-    if (end > a->nchunks || end < l->ranges[i].first) end = a->nchunks;
-    for (uint32_t k = l->ranges[i].first; k < end; k++) {
-      struct pol_chunk *c = &a->chunks[k];
-      if (clear) {
-        c->missing = 0;
-      } else if (c->loc != LOC_DEV && !c->missing) {
-        c->missing = 1;
-        m++;
-      }
-    }
-  }
-  return m;
-}
-
 /* The launch's own chunks: first the room for the missing ones (the
  * evictions as one run of actions, so that the prefetches after them merge
  * into one action per range: interleaved, a launch of 64 missing chunks
  * filled a 128-action plan and the rest faulted, behind the policy's back),
- * then their prefetches, as far as the room goes. */
-static int required(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
-  uint64_t m = count_missing(p, l, 0);
-  count_missing(p, l, 1);
+ * then their prefetches, as far as the room goes.  m: the missing chunks
+ * (stamp_current's count). */
+static int required(pol_t *p, const pol_launch_t *l, uint64_t m, pol_plan_t *plan) {
   while (m && p->used + m > p->cap_chunks) {
     int r = planner_evict_for(p, 0, POL_REQUIRED, plan);
     if (r == -ENOSPC) return r;
@@ -287,7 +266,7 @@ int planner_light(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
   }
   if (++p->epoch == 0) p->epoch = 1;
   stamp_current(p, l);
-  int r = required(p, l, plan); /* nothing missing: only counts and touches */
+  int r = required(p, l, 0, plan); /* nothing missing: only counts and touches */
   if (r == 0) r = advise(p, l, plan);
   return r == 0 || r == -ENOSPC ? (int)plan->n : r;
 }
@@ -412,11 +391,11 @@ static int pre_evict(pol_t *p, pol_plan_t *plan) {
 int planner_run(pol_t *p, const pol_launch_t *l, pol_plan_t *plan, fut_next_fn next, void *it) {
   if (++p->epoch == 0) p->epoch = 1;
   p->win_n = p->want_n = 0;
-  stamp_current(p, l);
+  uint64_t missing = stamp_current(p, l);
   if (next) walk(p, next, it, POL_WINDOW_FACTOR * p->cap_chunks);
   p->cursor = p->lru.next;
   p->wtail = p->win_n;
-  int r = required(p, l, plan);
+  int r = required(p, l, missing, plan);
   if (r == 0) r = advise(p, l, plan);
   if (r == 0) r = ahead(p, l, plan);
   if (r == 0 || r == -ENOENT) r = pre_evict(p, plan);

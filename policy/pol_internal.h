@@ -30,8 +30,7 @@ struct pol_chunk {
   uint32_t next2;    /* the use after that within the window, 0 = none */
   uint8_t loc;       /* LOC_* as the policy believes */
   uint8_t dirty;     /* resident and not known to match a copy elsewhere (see POL_ACT_CLEAN) */
-  uint8_t missing;   /* planner scratch: counted among the launch's missing chunks */
-  uint8_t pad;
+  uint8_t pad[2];
 };
 
 /* One live allocation. */

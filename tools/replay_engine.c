@@ -42,7 +42,10 @@ struct eng {
   double h2d_free, d2h_free, prio_free, t_issue, prev_start, end;
   double compute_free; /* the device runs one kernel at a time, as the simulator does */
   uint64_t launch_max; /* the most bytes one launch has reached (libvx's exec_launch_max) */
-  pol_range_t *seen, *seen_fut; /* --place live: ranges as libvx sees them (no access modes) */
+  /* the trace's ranges as the policy sees them; under --place live a copy
+   * with no access modes (seen_ranges) */
+  const pol_range_t *prg;
+  pol_range_t *prg_own;
   uint64_t sid[MAX_STREAMS];
   double sfree[MAX_STREAMS];
   int nstreams, infinite;
@@ -287,18 +290,20 @@ static void run_plan(struct eng *e, double T) {
     action(e, &e->plan.actions[i], T);
 }
 
-/* The launch's ranges as the policy sees them.  libvx learns pointers
- * from a kernel's parameters, never whether it reads or writes through
- * them: under --place live every mode is unknown to the policy (the
- * kernels still do what the trace says). */
-static const pol_range_t *seen_ranges(const struct eng *e, const rp_event_t *ev, pol_range_t *buf) {
-  const pol_range_t *rg = e->t->rg + ev->r0;
-  if (!e->m->live_place) return rg;
-  for (uint32_t i = 0; i < ev->nr; i++) {
-    buf[i] = rg[i];
-    buf[i].mode = POL_ACCESS_UNKNOWN;
+/* libvx learns pointers from a kernel's parameters, never whether it
+ * reads or writes through them: under --place live every mode is unknown
+ * to the policy (the kernels still do what the trace says). */
+static int seen_ranges(struct eng *e) {
+  e->prg = e->t->rg;
+  if (!e->m->live_place || !e->t->nrg) return 0;
+  e->prg_own = malloc(e->t->nrg * sizeof *e->prg_own);
+  if (!e->prg_own) return -ENOMEM;
+  for (size_t i = 0; i < e->t->nrg; i++) {
+    e->prg_own[i] = e->t->rg[i];
+    e->prg_own[i].mode = POL_ACCESS_UNKNOWN;
   }
-  return buf;
+  e->prg = e->prg_own;
+  return 0;
 }
 
 static int future(void *ctx, uint32_t k, pol_launch_t *out) {
@@ -308,7 +313,7 @@ static int future(void *ctx, uint32_t k, pol_launch_t *out) {
   *out = (pol_launch_t){.kernel = ev->kernel,
                         .stream = ev->stream,
                         .now = ev->time,
-                        .ranges = seen_ranges(e, ev, e->seen_fut),
+                        .ranges = e->prg + ev->r0,
                         .nranges = ev->nr};
   return 1;
 }
@@ -501,7 +506,7 @@ static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
     pol_launch_t l = {.kernel = ev->kernel,
                       .stream = ev->stream,
                       .now = (uint64_t)T,
-                      .ranges = seen_ranges(e, ev, e->seen),
+                      .ranges = e->prg + ev->r0,
                       .nranges = ev->nr};
     if (pol_launch(e->pol, &l, &e->plan) > 0) run_plan(e, T);
   }
@@ -544,12 +549,7 @@ static int setup(struct eng *e, const rp_trace_t *t, const rp_model_t *m, const 
   e->rm = calloc(t->nal + 1, 1);
   e->idm_pool = calloc(t->nal + 1, sizeof *e->idm_pool);
   e->missing = calloc(t->nchunks + 1, sizeof *e->missing);
-  uint32_t maxr = 1;
-  for (size_t i = 0; i < t->nev; i++)
-    if (t->ev[i].type == POL_TREC_LAUNCH && t->ev[i].nr > maxr) maxr = t->ev[i].nr;
-  e->seen = calloc(maxr, sizeof *e->seen);
-  e->seen_fut = calloc(maxr, sizeof *e->seen_fut);
-  if (!e->seen || !e->seen_fut) return -ENOMEM;
+  if (seen_ranges(e)) return -ENOMEM;
   e->plan.actions = calloc(POL_PLAN_ACTIONS, sizeof *e->plan.actions);
   e->plan.cap = POL_PLAN_ACTIONS;
   e->slot = calloc(t->nchunks + 1, sizeof *e->slot);
@@ -586,8 +586,7 @@ static void teardown(struct eng *e) {
   free(e->missing);
   free(e->plan.actions);
   free(e->slot);
-  free(e->seen);
-  free(e->seen_fut);
+  free(e->prg_own);
 }
 
 int rp_run(const rp_trace_t *t, const rp_model_t *m, const char *policy, rp_result_t *out) {

@@ -327,20 +327,24 @@ static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uin
   return n;
 }
 
-/* Each prefetch's wait for room (exec_room.c), and for the eviction still
- * taking any of its chunks down: a chunk an earlier plan sent down lands
- * before it comes back up (a prefetch that ran first would do nothing and
- * the eviction take the chunk away after it). */
-static void room_locked(ex_dev_t *d, ex_op_t *ops, int n, uint64_t free_before) {
+/* What each op waits for.  A prefetch: room (exec_room.c), and the
+ * eviction still taking any of its chunks down (a chunk an earlier plan
+ * sent down lands before it comes back up: a prefetch that ran first would
+ * do nothing and the eviction take the chunk away after it).  An eviction:
+ * the latest planned launch that reached one of its chunks (`last`). */
+static void waits_locked(ex_dev_t *d, ex_op_t *ops, int n, uint64_t free_before) {
   ex_room_plan_locked(&d->room, ops, n, free_before);
   for (int i = 0; i < n; i++) {
     ex_op_t *o = &ops[i];
+    o->last = 0;
     if (o->dropped || (o->op != POL_OP_EVICT && o->op != POL_OP_PREFETCH)) continue;
     ex_alloc_t *e;
     HASH_FIND(hh, d->by_id, &o->id, sizeof o->id, e);
     for (uint32_t c = o->first; e && c < o->first + o->count && c < e->nchunks; c++)
       if (o->op == POL_OP_EVICT) {
         e->evicted[c] = o->group;
+        if (e->last_use[c] && (!o->last || seq_after(e->last_use[c], o->last)))
+          o->last = e->last_use[c];
       } else if (e->evicted[c]) {
         o->room = room_later(o->room, e->evicted[c]);
         e->evicted[c] = 0;
@@ -396,7 +400,7 @@ static int pin_due(const ex_alloc_t *e) {
 /* Counts the launch's references and stamps its chunks with its number
  * `seq` (exec_launched marks its end); returns the allocations to pin now.
  * A plan never evicts the launch's own chunks, so stamping before its
- * victims are read (victims_last_use_locked) changes none of them. */
+ * victims are read (waits_locked) changes none of them. */
 static int count_refs_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, uint32_t seq,
                              ex_pin_t *pin) {
   int np = 0;
@@ -463,19 +467,6 @@ typedef struct ex_pend {
   CUstream stream;
 } ex_pend_t;
 static __thread ex_pend_t ex_pending;
-
-/* Each eviction's latest planned launch that reached one of its chunks. */
-static void victims_last_use_locked(ex_dev_t *d, ex_op_t *ops, int n) {
-  for (int i = 0; i < n; i++) {
-    ops[i].last = 0;
-    if (ops[i].op != POL_OP_EVICT || ops[i].dropped) continue;
-    ex_alloc_t *e;
-    HASH_FIND(hh, d->by_id, &ops[i].id, sizeof ops[i].id, e);
-    for (uint32_t c = ops[i].first; e && c < ops[i].first + ops[i].count && c < e->nchunks; c++)
-      if (e->last_use[c] && (!ops[i].last || seq_after(e->last_use[c], ops[i].last)))
-        ops[i].last = e->last_use[c];
-  }
-}
 
 static void count_use(int dev, uint64_t hits, uint64_t missed) {
   if (hits) {
@@ -547,8 +538,7 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
     }
     npin = count_refs_locked(d, ranges, n, me, pin); /* first: their prefetches are dropped */
     nops = translate_locked(d, &plan, ops, &missed);
-    room_locked(d, ops, nops, room);
-    victims_last_use_locked(d, ops, nops);
+    waits_locked(d, ops, nops, room);
   }
   vx_mutex_unlock(&d->lock, EX_RANK(d));
   if (me) ex_pending = (ex_pend_t){.d = d, .seq = me, .stream = stream};

@@ -276,7 +276,7 @@ void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s) {
       if (ops[i].group) group = ops[i].group;
       if (ops[i].op == POL_OP_PREFETCH && !ops[i].dropped) room = room_later(room, ops[i].room);
     }
-    if (req_evicts && group) ex_group_mark(x, group);
+    if (group) ex_group_mark(x, group); /* set only by an eviction not dropped */
     if (room_wait(x, room, x->now)) {
       mark_failed(ops, n);
       return;

@@ -185,7 +185,15 @@ void sim_lru_touch_locked(sim_dev *d, sim_chunk *c);
  * faults, accounting, stall; 0 or -EFAULT (discarded chunk read). */
 typedef struct sim_kcost {
   uint64_t bytes, link_bytes, stall_ns;
+  uint64_t link_h2d, link_d2h; /* of link_bytes: read (host to device), written */
 } sim_kcost;
+/* n bytes the kernel reaches over the link: reads cross host to device,
+ * writes device to host (both for a read-write access). */
+static inline void sim_link_add(sim_kcost *kc, uint64_t n, int mode) {
+  kc->link_bytes += n;
+  if (mode & SIMCUDA_WRITE) kc->link_d2h += n;
+  if (!(mode & SIMCUDA_WRITE) || (mode & SIMCUDA_READ)) kc->link_h2d += n;
+}
 int sim_managed_touch_locked(sim_alloc *a, size_t off, size_t n, int mode,
                              int dev, sim_kcost *kc);
 /* Copy access (memcpy/memset) to managed memory: -EFAULT on a discarded read. */

@@ -36,7 +36,7 @@ SIM_API void *simcuda_access(simcuda_kctx_t *k, CUdeviceptr dptr, size_t bytes, 
       break;
     default: /* pinned or registered host memory: over the link */
       p = (void *)(uintptr_t)dptr;
-      k->kc.link_bytes += bytes;
+      sim_link_add(&k->kc, bytes, mode);
       break;
     }
   }
@@ -86,10 +86,15 @@ uint64_t sim_kernel_run(sim_op *op, sim_stream *s, uint64_t ready) {
   uint64_t work = compute + link;
   uint64_t start = ready > d->compute_free ? ready : d->compute_free;
   /* What the kernel reads or writes in host memory crosses the same link
-   * as the copy engines' transfers: it waits for the H2D engine and holds
-   * it while it does (a zero-copy access does not get a second link). */
-  if (link && d->h2d_free > start) start = d->h2d_free;
-  if (link) d->h2d_free = start + link;
+   * as the copy engines' transfers, in its direction: reads wait for the
+   * H2D engine and hold it while they cross, writes the D2H engine, where
+   * they meet the write-backs (a zero-copy access gets no second link). */
+  uint64_t up = sim_ns_for_bytes(k.kc.link_h2d, sim_g.link_gbps);
+  uint64_t down = sim_ns_for_bytes(k.kc.link_d2h, sim_g.link_gbps);
+  if (up && d->h2d_free > start) start = d->h2d_free;
+  if (down && d->d2h_free > start) start = d->d2h_free;
+  if (up) d->h2d_free = start + up;
+  if (down) d->d2h_free = start + down;
   uint64_t end = d->compute_free = start + work + k.kc.stall_ns;
   d->st.launches++;
   d->st.kernel_ns += work;

@@ -189,7 +189,7 @@ static void flush_batch(fault_batch *b, sim_dev *d, int mode, sim_kcost *kc) {
     size_t cb = sim_chunk_bytes(c);
     int64_t ev = sim_make_room_locked(d, cb);
     if (ev < 0) { /* device full of native memory: served over the link */
-      kc->link_bytes += cb;
+      sim_link_add(kc, cb, mode);
       continue;
     }
     kc->stall_ns += (uint64_t)ev;
@@ -203,11 +203,11 @@ static void flush_batch(fault_batch *b, sim_dev *d, int mode, sim_kcost *kc) {
   b->n = 0;
 }
 
-static void populate_on(sim_chunk *c, sim_dev *d, sim_kcost *kc) {
+static void populate_on(sim_chunk *c, sim_dev *d, int mode, sim_kcost *kc) {
   int64_t ev = sim_make_room_locked(d, sim_chunk_bytes(c));
   if (ev < 0) { /* nowhere to put it: first touch lands on the host */
     sim_chunk_to_host_locked(c);
-    kc->link_bytes += sim_chunk_bytes(c);
+    sim_link_add(kc, sim_chunk_bytes(c), mode);
     return;
   }
   kc->stall_ns += (uint64_t)ev;
@@ -251,11 +251,11 @@ int sim_managed_touch_locked(sim_alloc *a, size_t off, size_t n, int mode, int d
        * host memory, and the kernel reaches it over the link. */
       if (c->state == CH_DISCARDED) c->state = CH_UNPOP;
       sim_chunk_to_host_locked(c);
-      kc->link_bytes += overlap(c, off, n);
+      sim_link_add(kc, overlap(c, off, n), mode);
       continue;
     }
     if (c->state == CH_UNPOP || c->state == CH_DISCARDED) {
-      populate_on(c, d, kc);
+      populate_on(c, d, mode, kc);
       continue;
     }
     if (c->state == CH_DEVICE && c->dev == dev) {
@@ -267,14 +267,14 @@ int sim_managed_touch_locked(sim_alloc *a, size_t off, size_t n, int mode, int d
       continue;
     }
     if (c->state == CH_HOST && (c->pref == PREF_HOST || c->thrash_pin || thrash_pins(c, d))) {
-      kc->link_bytes += overlap(c, off, n);
+      sim_link_add(kc, overlap(c, off, n), mode);
       continue;
     }
     if (c->accessed_by & (1u << dev)) {
       size_t cb = sim_chunk_bytes(c);
       int64_t ev = sim_make_room_locked(d, cb);
       if (ev < 0) {
-        kc->link_bytes += overlap(c, off, n);
+        sim_link_add(kc, overlap(c, off, n), mode);
         continue;
       }
       kc->stall_ns += (uint64_t)ev + sim_ns_for_bytes(cb, sim_g.link_gbps);

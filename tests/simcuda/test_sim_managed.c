@@ -460,6 +460,41 @@ START_TEST(host_reads_share_the_link) {
 }
 END_TEST
 
+/* Its writes to host memory cross the link the other way, beside the
+ * write-backs: a write-back of 8 MiB and a kernel writing 8 MiB over the link
+ * take two transfer times, while the same kernel beside a prefetch to the
+ * device shares no engine with it and both end within one and a bit. */
+START_TEST(host_writes_share_the_down_link) {
+  sim_test_setup("64M");
+  CUdeviceptr p = managed_host_written(8 * MiB, 3), q = managed_host_written(8 * MiB, 4);
+  CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+  CUmemLocation dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+  ck_cu(cuMemAdvise(p, 8 * MiB, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host));
+  CUstream s1, s2;
+  ck_cu(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+  ck_cu(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  ck_cu(cuMemPrefetchAsync(q, 8 * MiB, dev0, 0, s1));
+  ck_cu(cuCtxSynchronize());
+  simcuda_reset_stats();
+  ck_cu(cuMemPrefetchAsync(q, 8 * MiB, host, 0, s1)); /* write-back: D2H */
+  ck_cu(kit_fill(p, 2 * MiB, 5, s2));                 /* 8 MiB written over the link */
+  ck_cu(cuCtxSynchronize());
+  simcuda_stats_t st = sim_test_stats(0);
+  ck_assert_uint_eq(st.bytes_prefetch_dtoh, 8 * MiB);
+  ck_assert_uint_ge(st.total_ns, 2 * ns(8 * MiB, 25));
+  simcuda_reset_stats();
+  ck_cu(cuMemPrefetchAsync(q, 8 * MiB, dev0, 0, s1)); /* H2D */
+  ck_cu(kit_fill(p, 2 * MiB, 6, s2));
+  ck_cu(cuCtxSynchronize());
+  st = sim_test_stats(0);
+  ck_assert_uint_eq(st.bytes_prefetch_htod, 8 * MiB);
+  ck_assert_uint_lt(st.total_ns, 2 * ns(8 * MiB, 25));
+  unsigned long long bad = 1;
+  ck_cu(kit_check(p, 2 * MiB, 6, NULL, &bad));
+  ck_assert_uint_eq(bad, 0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("sim_managed");
   TCase *tc = tcase_create("managed");
@@ -475,6 +510,7 @@ int main(void) {
   tcase_add_test(tc, read_mostly_duplicates);
   tcase_add_test(tc, preferred_host_reads_over_the_link);
   tcase_add_test(tc, host_reads_share_the_link);
+  tcase_add_test(tc, host_writes_share_the_down_link);
   tcase_add_test(tc, accessed_by_skips_fault_overhead);
   tcase_add_test(tc, managed_errors);
   tcase_add_test(tc, batch_calls_refuse_legacy_stream);

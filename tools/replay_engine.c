@@ -20,6 +20,7 @@ struct ck {
    * THRASH_PIN times (refaults), the chunk is pinned to host memory (pinned)
    * and read over the link, until a prefetch moves it */
   uint8_t pressed, refaults, pinned;
+  uint8_t hdir; /* this launch reaches it in host memory: 1 reads, 2 writes */
 };
 
 #define THRASH_PIN 8 /* tests/simcuda/sim_managed.c, SIM_THRASH_PIN */
@@ -451,9 +452,24 @@ static int thrash_pinned(struct ck *c) {
   return c->pinned = c->refaults >= THRASH_PIN;
 }
 
+/* Host-memory bytes of a launch, by the direction they cross the link. */
+struct hostb {
+  uint64_t rd, wr, all; /* all: each chunk once, read or written */
+};
+
+/* Counts g's bytes for each direction range mode `mode` adds to it. */
+static void host_dir(struct eng *e, uint32_t g, uint32_t mode, struct hostb *h) {
+  uint8_t dir = (mode == POL_ACCESS_WRITE ? 0 : 1) | (mode == POL_ACCESS_READ ? 0 : 2);
+  uint8_t add = dir & (uint8_t)~e->ck[g].hdir;
+  if (!e->ck[g].hdir) h->all += ck_bytes(e, g);
+  if (add & 1) h->rd += ck_bytes(e, g);
+  if (add & 2) h->wr += ck_bytes(e, g);
+  e->ck[g].hdir |= dir;
+}
+
 /* Marks the launch's chunks; returns the time its resident ones are all there. */
 static double gather(struct eng *e, const rp_event_t *ev, double t0, uint32_t *nm,
-                     uint64_t *touched, uint64_t *host) {
+                     uint64_t *touched, struct hostb *host) {
   double wait = t0;
   for (uint32_t r = 0; r < ev->nr; r++) {
     const pol_range_t *rg = &e->t->rg[ev->r0 + r];
@@ -461,16 +477,22 @@ static double gather(struct eng *e, const rp_event_t *ev, double t0, uint32_t *n
     const rp_alloc_t *a = &e->t->al[d];
     for (uint64_t i = rg->first; i < (uint64_t)rg->first + rg->count && i < a->nchunks; i++) {
       uint32_t g = (uint32_t)(a->base + i);
-      if (e->ck[g].stamp == e->stamp) continue;
+      if (e->ck[g].stamp == e->stamp) { /* seen: another range may add a direction */
+        if (e->ck[g].hdir) host_dir(e, g, rg->mode, host);
+        continue;
+      }
       e->ck[g].stamp = e->stamp;
+      e->ck[g].hdir = 0;
       *touched += ck_bytes(e, g);
       if (e->infinite || e->tier[d] == POL_TIER_DEVICE) continue;
       if (e->tier[d] == POL_TIER_HOST)
-        *host += ck_bytes(e, g);
+        host_dir(e, g, rg->mode, host);
       else if (e->ck[g].loc == C_DEV)
         wait = wait > e->ck[g].arrive ? wait : e->ck[g].arrive;
       else if (e->m->live_place && thrash_pinned(&e->ck[g]))
-        *host += ck_bytes(e, g);
+        host_dir(e, g, rg->mode, host);
+      else if (e->cap == 0) /* native memory holds the device: served over the link */
+        host_dir(e, g, rg->mode, host);
       else
         e->missing[(*nm)++] = g;
     }
@@ -517,19 +539,25 @@ static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
    * holds the device) */
   if (e->compute_free > t0) t0 = e->compute_free;
   uint32_t nm = 0;
-  uint64_t touched = 0, host = 0;
+  uint64_t touched = 0;
+  struct hostb host = {0, 0, 0};
   if (++e->stamp == 0) e->stamp = 1;
   double wait = gather(e, ev, t0, &nm, &touched, &host);
   double tf = faults(e, nm, t0);
   double ready = wait > tf ? wait : tf;
-  double hx = xfer(e, host);
-  /* host memory read over the link holds the H2D engine, as a copy would */
-  if (hx > 0 && e->h2d_free > ready) ready = e->h2d_free;
-  if (hx > 0) e->h2d_free = ready + hx;
+  /* Host memory reached over the link crosses it in its direction, as in
+   * the simulator: reads wait for and hold the H2D engine, writes the D2H
+   * engine; the kernel takes the time of both. */
+  double up = xfer(e, host.rd), down = xfer(e, host.wr), hx = xfer(e, host.all);
+  if (up > 0 && e->h2d_free > ready) ready = e->h2d_free;
+  if (down > 0 && e->d2h_free > ready) ready = e->d2h_free;
+  if (up > 0) e->h2d_free = ready + up;
+  if (down > 0) e->d2h_free = ready + down;
   double dur = ev->dur ? (double)ev->dur : (double)touched / e->m->dev_bps * 1e9;
   double end = ready + hx + dur;
   e->compute_free = end;
-  e->res->bytes_up += host;
+  e->res->bytes_up += host.rd;
+  e->res->bytes_down += host.wr;
   e->res->stall_s += (ready - t0 + hx) / 1e9;
   e->res->compute_s += dur / 1e9;
   *sf = end;

@@ -217,9 +217,9 @@ START_TEST(bound_counts_write_back_by_hand) {
   m.link_bps /= 4;            /* now each engine needs 8 ms: the bound is the link */
   ck_assert_int_eq(rp_run(&t, &m, "bound", &b), 0);
   NEAR(b.total_s, 8.0 / 1e3);
-  /* (not static: it pins A natively, and the model lets B's faults overfill the device) */
-  const char *pols[] = {"demand", "deepum", "predict", "clairvoyant"};
-  for (int i = 0; i < 4; i++) {
+  /* static pins A natively; B, with no room left, is written over the link */
+  const char *pols[] = {"demand", "deepum", "predict", "clairvoyant", "static"};
+  for (int i = 0; i < 5; i++) {
     ck_assert_int_eq(rp_run(&t, &m, pols[i], &r), 0);
     ck_assert_msg(r.total_s >= b.total_s - 1e-12, "%s below the bound", pols[i]);
     ck_assert_uint_ge(r.bytes_down, b.bytes_down);

@@ -100,4 +100,10 @@ int rp_run_bound(const rp_trace_t *t, const rp_model_t *m, rp_result_t *out);
  * Returns 0 or -ENOMEM. */
 int rp_min_traffic(const rp_trace_t *t, uint64_t capacity, uint64_t *up, uint64_t *down);
 
+/* The cut bound on total time (*out_s): at any launch's start the data
+ * written before it and needed after it, beyond the device's capacity, has
+ * been written back, and what is needed after it and not on the device is
+ * still to come up.  Returns 0 or -ENOMEM. */
+int rp_cut_bound(const rp_trace_t *t, const rp_model_t *m, double *out_s);
+
 #endif

@@ -173,6 +173,11 @@ static uint64_t min_down(const rp_trace_t *t, uint64_t cap, const struct refs *R
   return bytes;
 }
 
+static double max3d(double a, double b, double c) {
+  double x = a > b ? a : b;
+  return x > c ? x : c;
+}
+
 static uint64_t chunk_bytes(const rp_trace_t *t, uint32_t g, const uint32_t *owner) {
   const rp_alloc_t *a = &t->al[owner[g]];
   uint64_t left = a->size - (g - a->base) * t->chunk;
@@ -241,9 +246,124 @@ int rp_min_traffic(const rp_trace_t *t, uint64_t capacity, uint64_t *up, uint64_
   return r;
 }
 
+/* The cut bound.  The engine runs kernels one at a time in trace order, so
+ * every launch k starts at a moment T_k when the launches before it are done
+ * and those after it have not begun, with at most `cap` bytes on the device
+ * (a chunk being copied, or being written back, holds its room).  Between
+ * two such moments T_a and T_b:
+ *   up:    every chunk that launches a..b-1 use, touched before a, and not
+ *          on the device at T_a is copied up (or read over the link) in
+ *          between: at least U(a,b) - cap bytes;
+ *   down:  every chunk written (or first touched) by launches a..b-1 and
+ *          used again at or after b, but not on the device at T_b, was
+ *          written back in between (managed memory keeps no other copy):
+ *          at least W(a,b) - cap bytes;
+ *   compute: the kernels a..b-1 run in between.
+ * T_b - T_a is at least the largest of the three; the run is at least the
+ * sum over any split of the launches into such intervals, and the best
+ * split is found by dynamic programming over interval ends.  The MIN
+ * bounds let a training step's write-back (forward) and fetch (backward)
+ * overlap on the full-duplex link as if they came at the same time; this
+ * one keeps each on its side of the turn.  Splits are tried only at
+ * CUT_POINTS launches evenly spaced (fewer splits: still a bound), which
+ * keeps the search at CUT_POINTS passes over the trace. */
+#define CUT_POINTS 512
+struct cut {
+  uint32_t *first, *last; /* the first and last launch using each chunk */
+  uint32_t *seen, *wseen; /* interval stamps: counted in U, in W */
+  size_t *p0;             /* each launch's first entry in R->g */
+  double *dur, *best;
+};
+
+static void cut_free(struct cut *c) {
+  free(c->first), free(c->last), free(c->seen), free(c->wseen), free(c->p0), free(c->dur);
+  free(c->best);
+}
+
+static int cut_setup(const rp_trace_t *t, const rp_model_t *m, const struct refs *R,
+                     struct cut *c) {
+  size_t n = t->nchunks + 1, k = t->nlaunch;
+  c->first = malloc(n * sizeof *c->first), c->last = malloc(n * sizeof *c->last);
+  c->seen = calloc(n, sizeof *c->seen), c->wseen = calloc(n, sizeof *c->wseen);
+  c->p0 = malloc((k + 1) * sizeof *c->p0), c->dur = malloc((k + 1) * sizeof *c->dur);
+  c->best = calloc(k + 1, sizeof *c->best);
+  if (!c->first || !c->last || !c->seen || !c->wseen || !c->p0 || !c->dur || !c->best)
+    return -ENOMEM;
+  memset(c->first, 0xff, n * sizeof *c->first);
+  size_t pos = 0, j = 0;
+  for (size_t e = 0; e < t->nev; e++) {
+    const rp_event_t *ev = &t->ev[e];
+    if (ev->type != POL_TREC_LAUNCH) continue;
+    uint64_t touched = 0;
+    c->p0[j] = pos;
+    for (; R->g[pos] != UINT32_MAX; pos++) {
+      uint32_t g = R->g[pos];
+      if (c->first[g] == UINT32_MAX) c->first[g] = (uint32_t)j;
+      c->last[g] = (uint32_t)j;
+      touched += R->sz[pos];
+    }
+    pos++;
+    c->dur[j++] = ev->dur ? (double)ev->dur : (double)touched / m->dev_bps * 1e9;
+  }
+  c->p0[j] = pos;
+  return 0;
+}
+
+static double over(uint64_t bytes, uint64_t cap, double bps) {
+  return bytes > cap ? (double)(bytes - cap) / bps * 1e9 : 0;
+}
+
+static int cut_bound(const rp_trace_t *t, const rp_model_t *m, uint64_t cap, const struct refs *R,
+                     double *out_ns) {
+  struct cut c = {0};
+  int r = cut_setup(t, m, R, &c);
+  size_t k = t->nlaunch, step = (k + CUT_POINTS - 1) / CUT_POINTS;
+  if (step == 0) step = 1;
+  for (size_t a = 0; !r && a < k; a += step) {
+    uint32_t s = (uint32_t)a + 1;
+    uint64_t up = 0, down = 0;
+    double comp = 0;
+    for (size_t j = a; j < k; j++) {
+      for (size_t q = c.p0[j]; R->g[q] != UINT32_MAX; q++) { /* last uses first */
+        uint32_t g = R->g[q];
+        if (c.last[g] == j && c.wseen[g] == s) down -= R->sz[q];
+      }
+      for (size_t q = c.p0[j]; R->g[q] != UINT32_MAX; q++) {
+        uint32_t g = R->g[q];
+        if (c.seen[g] != s) {
+          c.seen[g] = s;
+          if (c.first[g] < a) up += R->sz[q];
+        }
+        if ((R->wr[q] || c.first[g] == j) && c.wseen[g] != s && c.last[g] > j) {
+          c.wseen[g] = s;
+          down += R->sz[q];
+        }
+      }
+      comp += c.dur[j];
+      if ((j + 1) % step && j + 1 != k) continue; /* splits only at the cut points */
+      double v = max3d(comp, over(up, cap, m->link_bps), over(down, cap, m->link_bps));
+      if (c.best[a] + v > c.best[j + 1]) c.best[j + 1] = c.best[a] + v;
+    }
+  }
+  *out_ns = r ? 0 : c.best[k];
+  cut_free(&c);
+  return r;
+}
+
+int rp_cut_bound(const rp_trace_t *t, const rp_model_t *m, double *out_s) {
+  struct refs R = {0};
+  double ns = 0;
+  int r = refs_build(t, &R);
+  if (!r) r = cut_bound(t, m, m->capacity / t->chunk * t->chunk, &R, &ns);
+  free(R.g), free(R.wr), free(R.nx), free(R.sz);
+  *out_s = ns / 1e9;
+  return r;
+}
+
 /* A lower bound on every policy's total time in this model: compute cannot go
- * faster than with infinite memory, and each copy engine (the link is full
- * duplex) must carry at least MIN's transfers in its direction. */
+ * faster than with infinite memory, each copy engine (the link is full
+ * duplex) must carry at least MIN's transfers in its direction, and no cut
+ * between launches can be crossed sooner than cut_bound says. */
 int rp_run_bound(const rp_trace_t *t, const rp_model_t *m, rp_result_t *out) {
   rp_result_t inf;
   int r = rp_run(t, m, "infinite", &inf);
@@ -253,7 +373,11 @@ int rp_run_bound(const rp_trace_t *t, const rp_model_t *m, rp_result_t *out) {
   double link_up = (double)up / m->link_bps, link_down = (double)down / m->link_bps;
   double link = link_up > link_down ? link_up : link_down;
   out->compute_s = inf.compute_s;
+  double cut = 0;
+  if (!r) r = rp_cut_bound(t, m, &cut);
+  if (r < 0) return r;
   out->total_s = inf.total_s > link ? inf.total_s : link;
+  if (cut > out->total_s) out->total_s = cut;
   out->bytes_up = up;
   out->bytes_down = down;
   return 0;

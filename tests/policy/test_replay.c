@@ -228,6 +228,45 @@ START_TEST(bound_counts_write_back_by_hand) {
 }
 END_TEST
 
+/* The cut bound by hand: a forward pass writes four chunks into room for two,
+ * a backward pass reads them in reverse.  MIN lets the two write-backs and
+ * the two fetches share the full-duplex link (2 ms), but the write-backs
+ * must be done before the turn and the fetches come after it: 4 ms. */
+START_TEST(bound_keeps_the_turn) {
+  rp_trace_t t;
+  rp_model_t m;
+  rp_result_t b, r;
+  char err[128];
+  begin(4 * MIB);
+  for (uint64_t id = 1; id <= 4; id++)
+    alloc(id, 2 * MIB);
+  for (uint64_t id = 1; id <= 4; id++)
+    launch(id, id, 1, POL_ACCESS_WRITE, 1000);
+  for (uint64_t id = 4; id >= 1; id--)
+    launch(10 + id, id, 1, POL_ACCESS_READ, 1000);
+  ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), 0);
+  rp_model_default(&m, t.capacity);
+  m.link_bps = 2 * MIB * 1000.0; /* one chunk per millisecond */
+  ck_assert_int_eq(rp_run(&t, &m, "bound", &b), 0);
+  ck_assert_uint_eq(b.bytes_up, 4 * MIB);
+  ck_assert_uint_eq(b.bytes_down, 4 * MIB);
+  double cut;
+  ck_assert_int_eq(rp_cut_bound(&t, &m, &cut), 0);
+  NEAR(cut, 4.0 / 1e3);
+  NEAR(b.total_s, 4.0 / 1e3);
+  const char *pols[] = {"demand", "deepum", "predict", "clairvoyant", "static"};
+  for (int i = 0; i < 5; i++) {
+    ck_assert_int_eq(rp_run(&t, &m, pols[i], &r), 0);
+    ck_assert_msg(r.total_s >= b.total_s - 1e-12, "%s below the bound", pols[i]);
+  }
+  /* with room for all four nothing crosses the link: the kernels' 8 us */
+  m.capacity = 8 * MIB;
+  ck_assert_int_eq(rp_cut_bound(&t, &m, &cut), 0);
+  NEAR(cut, 8.0 / 1e6);
+  rp_trace_free(&t);
+}
+END_TEST
+
 /* Only dirty evictions: three written chunks, room for two, each read back later. */
 START_TEST(bound_write_back_only_dirty) {
   rp_trace_t t;
@@ -484,6 +523,7 @@ int main(void) {
   tcase_add_test(t, live_thrash_pins_to_host);
   tcase_add_test(t, predict_cost_by_hand);
   tcase_add_test(t, bound_counts_write_back_by_hand);
+  tcase_add_test(t, bound_keeps_the_turn);
   tcase_add_test(t, bound_write_back_only_dirty);
   tcase_add_test(t, clairvoyant_is_the_old_oracle);
   tcase_add_test(t, freed_data_never_written_back);

@@ -38,6 +38,7 @@ struct eng {
   struct ck *ck;
   uint32_t sentinel; /* LRU list head, index nchunks */
   uint8_t *tier, *rm;
+  uint64_t *ups, *uses; /* --place live: libvx's pin counts per allocation (tiers/exec.c) */
   struct idm *ids, *idm_pool;
   uint64_t cap, used, native;
   double h2d_free, d2h_free, prio_free, t_issue, prev_start, end;
@@ -272,6 +273,14 @@ static void action(struct eng *e, const pol_action_t *a, double T) {
   if (a->op == POL_OP_ADVISE_READ_MOSTLY) {
     e->rm[d] = 1;
     return;
+  }
+  if (a->op == POL_OP_PREFETCH && e->m->live_place) {
+    if (e->tier[d] == POL_TIER_HOST) { /* pinned: libvx drops it, the kernel reads over the link */
+      for (uint64_t i = a->index; i < (uint64_t)a->index + a->count && i < al->nchunks; i++)
+        tell(e, (uint32_t)(al->base + i), POL_STATE_HOST);
+      return;
+    }
+    if (!(a->flags & POL_ACT_NODATA)) e->ups[d] += a->count;
   }
   for (uint64_t i = a->index; i < (uint64_t)a->index + a->count && i < al->nchunks; i++) {
     uint32_t g = (uint32_t)(al->base + i);
@@ -516,6 +525,28 @@ static void finish(struct eng *e, const rp_event_t *ev, double end) {
   }
 }
 
+/* libvx's executor pins an allocation to host memory once it has brought
+ * it up twice over and each chunk brought up served fewer than 1.5 uses
+ * (tiers/exec.c, pin_due): its chunks on the device go down once, its
+ * prefetches are dropped from then on, and kernels read it over the link. */
+static void live_pins(struct eng *e, const rp_event_t *ev, double T) {
+  for (uint32_t r = 0; r < ev->nr; r++) {
+    uint32_t d = e->t->rg_alloc[ev->r0 + r];
+    const rp_alloc_t *a = &e->t->al[d];
+    e->uses[d] += e->t->rg[ev->r0 + r].count;
+    if (e->tier[d] != POL_TIER_MANAGED || e->ups[d] < 2ull * a->nchunks ||
+        2 * e->uses[d] >= 3 * e->ups[d])
+      continue;
+    e->tier[d] = POL_TIER_HOST;
+    for (uint32_t i = 0; i < a->nchunks; i++) {
+      uint32_t g = (uint32_t)(a->base + i);
+      if (e->ck[g].loc == C_DEV) evict(e, g, T);
+      if (e->ck[g].loc == C_FRESH) e->ck[g].loc = C_HOST;
+    }
+    pol_chunk_state(e->pol, a->id, 0, a->nchunks, POL_STATE_HOST);
+  }
+}
+
 static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
   uint64_t chunks = 0;
   for (uint32_t r = 0; r < ev->nr; r++)
@@ -524,6 +555,7 @@ static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
   double T = e->t_issue > e->prev_start ? e->t_issue : e->prev_start;
   e->t_issue = T;
   e->cur = li;
+  if (e->pol && e->m->live_place) live_pins(e, ev, T);
   if (e->pol) {
     pol_launch_t l = {.kernel = ev->kernel,
                       .stream = ev->stream,
@@ -575,6 +607,8 @@ static int setup(struct eng *e, const rp_trace_t *t, const rp_model_t *m, const 
   e->ck = calloc(t->nchunks + 1, sizeof *e->ck);
   e->tier = calloc(t->nal + 1, 1);
   e->rm = calloc(t->nal + 1, 1);
+  e->ups = calloc(t->nal + 1, sizeof *e->ups);
+  e->uses = calloc(t->nal + 1, sizeof *e->uses);
   e->idm_pool = calloc(t->nal + 1, sizeof *e->idm_pool);
   e->missing = calloc(t->nchunks + 1, sizeof *e->missing);
   if (seen_ranges(e)) return -ENOMEM;
@@ -610,6 +644,8 @@ static void teardown(struct eng *e) {
   free(e->ck);
   free(e->tier);
   free(e->rm);
+  free(e->ups);
+  free(e->uses);
   free(e->idm_pool);
   free(e->missing);
   free(e->plan.actions);

@@ -184,6 +184,43 @@ START_TEST(live_thrash_pins_to_host) {
 }
 END_TEST
 
+/* --place live has libvx's own pins too (tiers/exec.c, pin_due): under
+ * predict, an allocation brought up twice over whose chunks serve fewer
+ * than 1.5 uses each time is pinned to host memory, its prefetches dropped
+ * and the kernels reading it over the link; movable, it is fetched each time
+ * (the model without the pins prefetched 40 times on this trace). */
+START_TEST(live_exec_pins_low_reuse) {
+  begin(2 * MIB);
+  alloc(1, 4 * MIB);
+  for (int i = 0; i < 40; i++) {
+    pol_range_t r = {
+        .alloc_id = 1, .first = (uint32_t)(i & 1), .count = 1, .mode = POL_ACCESS_READ};
+    rec(&(pol_trace_rec_t){.type = POL_TREC_LAUNCH,
+                           .kernel = 20 + (uint64_t)(i & 1),
+                           .stream = 1,
+                           .dur_ns = 1000000,
+                           .nranges = 1,
+                           .ranges = &r});
+  }
+  rp_trace_t t;
+  char err[128];
+  ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), 0);
+  rp_model_t m;
+  rp_model_default(&m, t.capacity);
+  m.link_bps = 2 * MIB * 1000.0;
+  rp_result_t mov, live;
+  ck_assert_int_eq(rp_run(&t, &m, "predict", &mov), 0);
+  ck_assert_uint_ge(mov.prefetches, 39);
+  m.live_place = 1;
+  ck_assert_int_eq(rp_run(&t, &m, "predict", &live), 0);
+  ck_assert_uint_ge(live.prefetches, 4); /* two uploads of each chunk first */
+  ck_assert_uint_le(live.prefetches, 9);
+  ck_assert_uint_eq(live.bytes_up, 38 * 2 * MIB); /* as many bytes cross, read in place */
+  ck_assert_uint_eq(live.faults, 0);
+  rp_trace_free(&t);
+}
+END_TEST
+
 START_TEST(predict_cost_by_hand) {
   rp_trace_t t;
   rp_model_t m;
@@ -519,6 +556,7 @@ int main(void) {
   tcase_set_timeout(t, 60);
   tcase_add_test(t, demand_cost_by_hand);
   tcase_add_test(t, live_placement_keeps_native_resident);
+  tcase_add_test(t, live_exec_pins_low_reuse);
   tcase_add_test(t, live_native_alloc_evicts_managed);
   tcase_add_test(t, live_thrash_pins_to_host);
   tcase_add_test(t, predict_cost_by_hand);

@@ -385,6 +385,15 @@ static void on_alloc(struct eng *e, const rp_event_t *ev) {
 
 static void on_free(struct eng *e, const rp_event_t *ev) {
   const rp_alloc_t *a = &e->t->al[ev->alloc];
+  /* Under --place live the FREE is the player's cuMemFree, which waits for
+   * the whole context in the simulator (cuda.h: it "may perform implicit
+   * synchronization"), libvx's own copy streams included: nothing is
+   * issued after it before the device is idle. */
+  if (e->m->live_place) {
+    double t = max3(e->end, e->h2d_free, e->d2h_free);
+    t = max3(t, e->prio_free, e->compute_free);
+    if (t > e->t_issue) e->t_issue = t;
+  }
   for (uint32_t i = 0; i < a->nchunks; i++)
     set_away(e, (uint32_t)(a->base + i), C_DEAD);
   if (e->pol && pol_free(e->pol, a->id, (uint64_t)e->t_issue, &e->plan) > 0)

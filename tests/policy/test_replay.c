@@ -221,6 +221,44 @@ START_TEST(live_exec_pins_low_reuse) {
 }
 END_TEST
 
+/* Under --place live a free waits for all the device's work, as cuMemFree
+ * does in the simulator (the driver "may perform implicit synchronization"):
+ * a free between two launches, of an allocation no launch uses, holds the
+ * next launch's plan until the 10 ms kernel before it is done, so the
+ * chunk it needs comes back after it, not during it (1 ms more).  The
+ * movable model, a workload's own frees, does not wait. */
+START_TEST(live_free_waits_for_the_device) {
+  double t[2][2];
+  for (int f = 0; f < 2; f++) {
+    begin(4 * MIB); /* two chunks */
+    for (uint64_t id = 1; id <= 3; id++)
+      alloc(id, 4 * MIB); /* the device's size: managed (only a chunk of each is used) */
+    alloc(9, 64 * MIB); /* more than the device: managed, never used */
+    launch(11, 1, 1, POL_ACCESS_WRITE, 1000000);
+    launch(12, 2, 1, POL_ACCESS_WRITE, 1000000);
+    launch(13, 3, 1, POL_ACCESS_WRITE, 1000000);  /* 1 goes down for it */
+    launch(14, 3, 1, POL_ACCESS_READ, 10000000); /* 10 ms */
+    if (f) rec(&(pol_trace_rec_t){.type = POL_TREC_FREE, .alloc_id = 9});
+    launch(15, 1, 1, POL_ACCESS_READ, 1000000); /* 1 comes back, 2 goes down */
+    rp_trace_t tr;
+    char err[128];
+    ck_assert_int_eq(rp_trace_load(&tr, buf, len, 0, err, sizeof err), 0);
+    rp_model_t m;
+    rp_model_default(&m, tr.capacity);
+    m.link_bps = 2 * MIB * 1000.0;
+    for (int live = 0; live < 2; live++) {
+      rp_result_t r;
+      m.live_place = live;
+      ck_assert_int_eq(rp_run(&tr, &m, "predict", &r), 0);
+      t[f][live] = r.total_s;
+    }
+    rp_trace_free(&tr);
+  }
+  NEAR(t[1][0], t[0][0]);
+  ck_assert_double_gt(t[1][1], t[0][1] + 1e-4);
+}
+END_TEST
+
 START_TEST(predict_cost_by_hand) {
   rp_trace_t t;
   rp_model_t m;
@@ -557,6 +595,7 @@ int main(void) {
   tcase_add_test(t, demand_cost_by_hand);
   tcase_add_test(t, live_placement_keeps_native_resident);
   tcase_add_test(t, live_exec_pins_low_reuse);
+  tcase_add_test(t, live_free_waits_for_the_device);
   tcase_add_test(t, live_native_alloc_evicts_managed);
   tcase_add_test(t, live_thrash_pins_to_host);
   tcase_add_test(t, predict_cost_by_hand);

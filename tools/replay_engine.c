@@ -584,7 +584,10 @@ static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
   struct hostb host = {0, 0, 0};
   if (++e->stamp == 0) e->stamp = 1;
   double wait = gather(e, ev, t0, &nm, &touched, &host);
-  double tf = faults(e, nm, t0);
+  /* A kernel faults only once it runs, after what its stream waits for
+   * (its chunks already on their way): the missing ones are served from
+   * then, not beside the wait, as in the simulator. */
+  double tf = faults(e, nm, wait > t0 ? wait : t0);
   double ready = wait > tf ? wait : tf;
   /* Host memory reached over the link crosses it in its direction, as in
    * the simulator: reads wait for and hold the H2D engine, writes the D2H

@@ -259,6 +259,39 @@ START_TEST(live_free_waits_for_the_device) {
 }
 END_TEST
 
+/* A kernel faults only once it runs, after the prefetches its stream waits
+ * for: room for two chunks; L1-L3 write A, B, C (A goes down for C); L4
+ * reads A and C and writes fresh D, three chunks.  Its plan (at 2 ms) sends
+ * B down (2-3 ms) and brings A up in its room (3-4 ms); D is left to
+ * fault.  L4 runs from 4 ms: its fault batch (45 us) evicts C (4.045-5.045)
+ * and it ends at 6.045 ms.  (Served beside the wait for A, from L3's end,
+ * the fault ended at 4.045 and L4 at 5.045: faster than the simulator.) */
+START_TEST(faults_start_when_the_kernel_runs) {
+  begin(4 * MIB);
+  for (uint64_t id = 1; id <= 4; id++)
+    alloc(id, 2 * MIB);
+  for (uint64_t id = 1; id <= 3; id++)
+    launch(id, id, 1, POL_ACCESS_WRITE, 1000000);
+  pol_range_t r[3] = {{.alloc_id = 1, .count = 1, .mode = POL_ACCESS_READ},
+                      {.alloc_id = 3, .count = 1, .mode = POL_ACCESS_READ},
+                      {.alloc_id = 4, .count = 1, .mode = POL_ACCESS_WRITE}};
+  rec(&(pol_trace_rec_t){
+      .type = POL_TREC_LAUNCH, .kernel = 4, .stream = 1, .dur_ns = 1000000, .nranges = 3, .ranges = r});
+  rp_trace_t t;
+  char err[128];
+  ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), 0);
+  rp_model_t m;
+  rp_model_default(&m, t.capacity);
+  m.link_bps = 2 * MIB * 1000.0;
+  rp_result_t res;
+  ck_assert_int_eq(rp_run(&t, &m, "predict", &res), 0);
+  ck_assert_uint_eq(res.faults, 1);
+  ck_assert_uint_eq(res.bytes_up, 2 * MIB);
+  NEAR(res.total_s, 6.045 / 1e3);
+  rp_trace_free(&t);
+}
+END_TEST
+
 START_TEST(predict_cost_by_hand) {
   rp_trace_t t;
   rp_model_t m;
@@ -596,6 +629,7 @@ int main(void) {
   tcase_add_test(t, live_placement_keeps_native_resident);
   tcase_add_test(t, live_exec_pins_low_reuse);
   tcase_add_test(t, live_free_waits_for_the_device);
+  tcase_add_test(t, faults_start_when_the_kernel_runs);
   tcase_add_test(t, live_native_alloc_evicts_managed);
   tcase_add_test(t, live_thrash_pins_to_host);
   tcase_add_test(t, predict_cost_by_hand);

@@ -281,6 +281,24 @@ static void drop_room(ex_op_t *ops, int n) {
     }
 }
 
+/* Cuts REQUIRED prefetch o[0] into slices of EX_REQ_SLICE chunks, written
+ * after it (at most `room` of them); returns how many were added. */
+static int slice(ex_op_t *o, int room) {
+  int k = 0;
+  while (o[k].count > EX_REQ_SLICE && k < room) {
+    ex_op_t *cur = &o[k], *next = &o[k + 1];
+    *next = *cur;
+    next->first += EX_REQ_SLICE;
+    next->count -= EX_REQ_SLICE;
+    next->p += (size_t)EX_REQ_SLICE << VX_CHUNK_SHIFT;
+    next->n -= (size_t)EX_REQ_SLICE << VX_CHUNK_SHIFT;
+    cur->count = EX_REQ_SLICE;
+    cur->n = (size_t)EX_REQ_SLICE << VX_CHUNK_SHIFT;
+    k++;
+  }
+  return k;
+}
+
 /* Plan actions -> ops with addresses; returns the ops written. */
 static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uint64_t *missed) {
   int n = 0;
@@ -322,6 +340,8 @@ static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uin
       mark(e, a->index, a->count, 0);
     }
     o->seq = seq;
+    if (a->op == POL_OP_PREFETCH && a->when == POL_REQUIRED)
+      n += slice(ops + n - 1, EX_OPS_CAP - n - (int)(pl->n - i - 1));
   }
   drop_room(ops, n);
   return n;
@@ -480,7 +500,7 @@ static void count_use(int dev, uint64_t hits, uint64_t missed) {
  * application made), freed when the thread ends. */
 typedef struct ex_buf {
   pol_action_t acts[EX_PLAN_CAP];
-  ex_op_t ops[EX_PLAN_CAP];
+  ex_op_t ops[EX_OPS_CAP];
 } ex_buf_t;
 static __thread ex_buf_t *ex_tbuf;
 static pthread_key_t ex_buf_key;

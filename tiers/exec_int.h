@@ -10,6 +10,12 @@
 #include "exec.h"
 
 #define EX_PLAN_CAP POL_PLAN_ACTIONS /* a thread's plan buffer (exec.c) */
+/* A plan's REQUIRED part goes down and comes up in slices of this many
+ * chunks: each slice of its evictions is a group of its own (exec_room.c)
+ * and its prefetches are cut to match, so that a slice comes up as soon as
+ * its room is there while the next slice is still going down. */
+#define EX_REQ_SLICE 16
+#define EX_OPS_CAP (EX_PLAN_CAP + 256) /* ops: the plan's, and the slices cut from them */
 #define EX_BATCH 64
 #define EX_RING 256            /* events marking the end of recent AHEAD prefetches */
 #define EX_LRING 256           /* events marking the end of recent planned launches */
@@ -60,7 +66,7 @@ typedef struct ex_side {
  * now first, then the room of the oldest evictions still under way, and
  * waits for the eviction group whose room it takes last, not for all of
  * `down`.  Evictions are numbered in groups (each AHEAD eviction one group,
- * a plan's REQUIRED evictions one), each group's end marked by an event on
+ * a plan's REQUIRED evictions one per EX_REQ_SLICE chunks), each group's end marked by an event on
  * `down`.  Counted in chunks, under the device lock. */
 typedef struct ex_room {
   uint64_t planned;   /* chunks evictions were planned to free */

@@ -245,7 +245,7 @@ void ex_side_wait(ex_dev_t *d, uint32_t seq, CUstream s) {
  * kernel, transfer: vx play of cnn took 1.6x the replay's time). */
 void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s) {
   int req = 0, req_evicts = 0;
-  uint32_t req_last = 0; /* the required evictions go down as one batch */
+  uint32_t req_last = 0; /* the latest launch any required victim waits for */
   while (req < n && ops[req].when == POL_REQUIRED)
     req++;
   for (int i = 0; i < req; i++)
@@ -270,18 +270,38 @@ void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s) {
     return;
   }
   if (req) {
-    issue_only(ops, req, dev, x->down, 1);
-    uint32_t group = 0, room = 0;
-    for (int i = 0; i < req; i++) {
-      if (ops[i].group) group = ops[i].group;
-      if (ops[i].op == POL_OP_PREFETCH && !ops[i].dropped) room = room_later(room, ops[i].room);
+    /* The evictions, a batch per slice (EX_REQ_SLICE), each slice's end
+     * marked; then the prefetches, each run of them after the slice that
+     * gives its room, so that the two directions overlap. */
+    int i = 0;
+    while (i < req) {
+      int j = i;
+      uint32_t group = 0;
+      while (j < req &&
+             (ops[j].op != POL_OP_EVICT || !ops[j].group || !group || ops[j].group == group)) {
+        if (ops[j].op == POL_OP_EVICT && ops[j].group) group = ops[j].group;
+        j++;
+      }
+      issue_only(ops + i, j - i, dev, x->down, 1);
+      if (group) ex_group_mark(x, group); /* set only by an eviction not dropped */
+      i = j;
     }
-    if (group) ex_group_mark(x, group); /* set only by an eviction not dropped */
-    if (room_wait(x, room, x->now)) {
-      mark_failed(ops, n);
-      return;
+    for (i = 0; i < req;) {
+      uint32_t room = 0;
+      int j = i;
+      while (j < req &&
+             (ops[j].op != POL_OP_PREFETCH || ops[j].dropped || j == i || ops[j].room == room)) {
+        if (ops[j].op == POL_OP_PREFETCH && !ops[j].dropped) room = room_later(room, ops[j].room);
+        j++;
+      }
+      if (room_wait(x, room, x->now)) { /* the evictions went down, nothing after */
+        for (int k = i; k < n; k++)
+          if (k >= req || ops[k].op != POL_OP_EVICT) mark_failed(ops + k, 1);
+        return;
+      }
+      issue_only(ops + i, j - i, dev, x->now, 0);
+      i = j;
     }
-    issue_only(ops, req, dev, x->now, 0);
     /* If s cannot be ordered after them the launch races its prefetches:
      * still correct (managed memory faults), only slower. */
     ex_order_after(x->now, &s, 1);

@@ -69,7 +69,7 @@ void ex_room_plan_locked(ex_room_t *r, ex_op_t *ops, int n, uint64_t free_before
     pending = free_before;
   }
   uint64_t now = free_before - pending; /* free with no wait */
-  uint32_t req_group = 0;
+  uint32_t req_group = 0, req_in = 0;
   for (int i = 0; i < n; i++) {
     ex_op_t *o = &ops[i];
     o->group = o->room = 0;
@@ -80,8 +80,9 @@ void ex_room_plan_locked(ex_room_t *r, ex_op_t *ops, int n, uint64_t free_before
         continue;
       }
       r->planned += o->count;
-      if (o->when == POL_REQUIRED) { /* a plan's REQUIRED evictions go down as one batch */
-        if (!req_group) req_group = group_new(r);
+      if (o->when == POL_REQUIRED) { /* a plan's REQUIRED evictions: a group per slice */
+        if (!req_group || req_in >= EX_REQ_SLICE) req_group = group_new(r), req_in = 0;
+        req_in += o->count;
         unsigned last = (r->head + r->n + EX_PEND - 1) % EX_PEND;
         if (r->n && r->pend[last].group == req_group)
           r->pend[last].hi = r->planned;

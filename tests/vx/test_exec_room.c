@@ -51,6 +51,30 @@ START_TEST(required_evictions_are_one_group) {
 }
 END_TEST
 
+/* A big REQUIRED part goes down in slices of EX_REQ_SLICE chunks, a group
+ * each, and its prefetch, cut to match (exec.c), waits slice by slice: the
+ * first slice comes up once the first slice of evictions is down. */
+START_TEST(required_part_in_slices) {
+  enum { NE = 2 * EX_REQ_SLICE + 8 };
+  ex_op_t ops[NE + 3];
+  for (int i = 0; i < NE; i++)
+    ops[i] = evict(POL_REQUIRED);
+  ops[NE] = fetch(POL_REQUIRED, EX_REQ_SLICE);
+  ops[NE + 1] = fetch(POL_REQUIRED, EX_REQ_SLICE);
+  ops[NE + 2] = fetch(POL_REQUIRED, 8);
+  ex_room_plan_locked(&R, ops, NE + 3, 0);
+  uint32_t g0 = ops[0].group, g1 = ops[EX_REQ_SLICE].group, g2 = ops[2 * EX_REQ_SLICE].group;
+  ck_assert_uint_ne(g0, 0);
+  ck_assert_uint_gt(g1, g0);
+  ck_assert_uint_gt(g2, g1);
+  for (int i = 0; i < NE; i++)
+    ck_assert_uint_eq(ops[i].group, i < EX_REQ_SLICE ? g0 : i < 2 * EX_REQ_SLICE ? g1 : g2);
+  ck_assert_uint_eq(ops[NE].room, g0);
+  ck_assert_uint_eq(ops[NE + 1].room, g1);
+  ck_assert_uint_eq(ops[NE + 2].room, g2);
+}
+END_TEST
+
 /* Evictions made ahead of need: a later plan's prefetches take their room
  * oldest first, then room that is free for real waits for nothing. */
 START_TEST(ahead_evictions_give_room_oldest_first) {
@@ -185,6 +209,7 @@ int main(void) {
   tcase_add_test(tc, free_room_waits_for_nothing);
   tcase_add_test(tc, prefetch_waits_for_its_eviction);
   tcase_add_test(tc, required_evictions_are_one_group);
+  tcase_add_test(tc, required_part_in_slices);
   tcase_add_test(tc, ahead_evictions_give_room_oldest_first);
   tcase_add_test(tc, room_taken_back_waits_later);
   tcase_add_test(tc, big_prefetch_waits_for_last_room);

@@ -32,8 +32,10 @@ static int usage(FILE *f) {
           "--save FILE writes the trace (e.g. the --synth one) to FILE before replaying it\n"
           "defaults: capacity from the trace, link 25 GB/s, fault batch 45 us, device 3000 GB/s,\n"
           "          chunk from the trace (2 MiB), place movable\n"
-          "--place live: allocations placed as libvx places them live (some native, never\n"
-          "  moved); movable (default): every allocation is managed memory\n");
+          "--place live: as libvx runs live: some allocations native (never moved), those\n"
+          "  brought up about once per use pinned to host memory, no access modes for the\n"
+          "  policy, and each free waiting for the device (cuMemFree); movable (default):\n"
+          "  every allocation is managed memory\n");
   return f == stdout ? 0 : 2;
 }
 

@@ -365,6 +365,22 @@ static void prefetch_to_host(sim_chunk *c, pf_clock *k) {
     return;
   }
   size_t cb = sim_chunk_bytes(c);
+  if (c->read_mostly) {
+    /* cuda.h: a prefetch of a ReadMostly range "will create a read-only
+     * copy of the data on the destination processor"; NVIDIA's UVM driver
+     * makes that copy and revokes no other (uvm_migrate.c: read-duplicate
+     * ranges migrate with make_resident_read_duplicate).  So the device
+     * keeps its copy and its memory: only pressure drops a duplicate (free,
+     * sim_make_room).  A chunk written since (no host copy) is copied down. */
+    if (!c->dup) {
+      sim_dev *d = &sim_g.dev[c->dev];
+      d->st.bytes_prefetch_dtoh += cb;
+      pf_copy(k, &d->d2h_free, k->ready, cb);
+      backing_add(c, (int64_t)cb);
+      c->dup = 1;
+    }
+    return;
+  }
   int copy = !c->dup;
   sim_dev *d = &sim_g.dev[c->dev];
   if (copy) d->st.bytes_prefetch_dtoh += cb;

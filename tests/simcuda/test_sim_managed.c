@@ -242,6 +242,44 @@ START_TEST(read_mostly_duplicates) {
 }
 END_TEST
 
+/* A prefetch to the host of a ReadMostly range makes a host copy and keeps
+ * the device's (the driver revokes no duplicate): nothing moves for chunks
+ * the host still has, the written ones are copied down, and the device
+ * memory stays in use until pressure drops the duplicates, for free. */
+START_TEST(read_mostly_prefetch_to_host_keeps_the_device_copy) {
+  sim_test_setup("20M");
+  CUdeviceptr a = managed_host_written(8 * MiB, 2);
+  CUmemLocation dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+  CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+  ck_cu(cuMemAdvise(a, 8 * MiB, CU_MEM_ADVISE_SET_READ_MOSTLY, dev0));
+  ck_cu(cuMemPrefetchAsync(a, 8 * MiB, dev0, 0, NULL));
+  ck_cu(cuCtxSynchronize());
+  simcuda_reset_stats();
+  ck_cu(cuMemPrefetchAsync(a, 8 * MiB, host, 0, NULL));
+  ck_cu(cuCtxSynchronize());
+  simcuda_stats_t st = sim_test_stats(0);
+  ck_assert_uint_eq(st.bytes_prefetch_dtoh, 0);
+  ck_assert_uint_eq(st.device_used_bytes, 8 * MiB);
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(simcuda_chunk_residency(a + i * 2 * MiB), 1);
+  ck_cu(kit_fill(a, 2 * MiB, 3, NULL)); /* writes collapse the duplicates onto the device */
+  ck_cu(cuMemPrefetchAsync(a, 8 * MiB, host, 0, NULL));
+  ck_cu(cuCtxSynchronize());
+  st = sim_test_stats(0);
+  ck_assert_uint_eq(st.bytes_prefetch_dtoh, 8 * MiB);
+  ck_assert_uint_eq(st.device_used_bytes, 8 * MiB);
+  CUdeviceptr b; /* pressure: 16 MiB more on a 20 MiB device */
+  ck_cu(cuMemAllocManaged(&b, 16 * MiB, CU_MEM_ATTACH_GLOBAL));
+  ck_cu(kit_fill(b, 4 * MiB, 1, NULL));
+  ck_cu(cuCtxSynchronize());
+  st = sim_test_stats(0);
+  ck_assert_uint_ge(st.evictions, 2);
+  ck_assert_uint_eq(st.bytes_evict_dtoh, 0); /* the duplicates are dropped, not copied */
+  unsigned long long bad = 1;
+  ck_cu(kit_check(a, 2 * MiB, 3, NULL, &bad));
+  ck_assert_uint_eq(bad, 0);
+}
+END_TEST
+
 START_TEST(preferred_host_reads_over_the_link) {
   sim_test_setup("64M");
   CUdeviceptr p = managed_host_written(8 * MiB, 2);
@@ -508,6 +546,7 @@ int main(void) {
   tcase_add_test(tc, discarded_read_is_illegal);
   tcase_add_test(tc, discarded_copy_is_illegal);
   tcase_add_test(tc, read_mostly_duplicates);
+  tcase_add_test(tc, read_mostly_prefetch_to_host_keeps_the_device_copy);
   tcase_add_test(tc, preferred_host_reads_over_the_link);
   tcase_add_test(tc, host_reads_share_the_link);
   tcase_add_test(tc, host_writes_share_the_down_link);

@@ -62,6 +62,17 @@ typedef struct rp_model {
 
 void rp_model_default(rp_model_t *m, uint64_t capacity);
 
+/* A launch's kernel time in ns: its recorded duration, else the bytes of its
+ * distinct chunks at device memory speed (the engine and the bound agree). */
+static inline double rp_launch_ns(const rp_event_t *ev, uint64_t touched, const rp_model_t *m) {
+  return ev->dur ? (double)ev->dur : (double)touched / m->dev_bps * 1e9;
+}
+
+static inline double rp_max3(double a, double b, double c) {
+  double x = a > b ? a : b;
+  return x > c ? x : c;
+}
+
 typedef struct rp_result {
   char policy[16];
   double total_s, stall_s, compute_s;

@@ -173,11 +173,6 @@ static uint64_t min_down(const rp_trace_t *t, uint64_t cap, const struct refs *R
   return bytes;
 }
 
-static double max3d(double a, double b, double c) {
-  double x = a > b ? a : b;
-  return x > c ? x : c;
-}
-
 static uint64_t chunk_bytes(const rp_trace_t *t, uint32_t g, const uint32_t *owner) {
   const rp_alloc_t *a = &t->al[owner[g]];
   uint64_t left = a->size - (g - a->base) * t->chunk;
@@ -269,26 +264,25 @@ int rp_min_traffic(const rp_trace_t *t, uint64_t capacity, uint64_t *up, uint64_
  * keeps the search at CUT_POINTS passes over the trace. */
 #define CUT_POINTS 512
 struct cut {
-  uint32_t *first, *last; /* the first and last launch using each chunk */
+  uint32_t *first;        /* the first launch using each chunk */
   uint32_t *seen, *wseen; /* interval stamps: counted in U, in W */
   size_t *p0;             /* each launch's first entry in R->g */
   double *dur, *best;
 };
 
 static void cut_free(struct cut *c) {
-  free(c->first), free(c->last), free(c->seen), free(c->wseen), free(c->p0), free(c->dur);
+  free(c->first), free(c->seen), free(c->wseen), free(c->p0), free(c->dur);
   free(c->best);
 }
 
 static int cut_setup(const rp_trace_t *t, const rp_model_t *m, const struct refs *R,
                      struct cut *c) {
   size_t n = t->nchunks + 1, k = t->nlaunch;
-  c->first = malloc(n * sizeof *c->first), c->last = malloc(n * sizeof *c->last);
+  c->first = malloc(n * sizeof *c->first);
   c->seen = calloc(n, sizeof *c->seen), c->wseen = calloc(n, sizeof *c->wseen);
   c->p0 = malloc((k + 1) * sizeof *c->p0), c->dur = malloc((k + 1) * sizeof *c->dur);
   c->best = calloc(k + 1, sizeof *c->best);
-  if (!c->first || !c->last || !c->seen || !c->wseen || !c->p0 || !c->dur || !c->best)
-    return -ENOMEM;
+  if (!c->first || !c->seen || !c->wseen || !c->p0 || !c->dur || !c->best) return -ENOMEM;
   memset(c->first, 0xff, n * sizeof *c->first);
   size_t pos = 0, j = 0;
   for (size_t e = 0; e < t->nev; e++) {
@@ -299,11 +293,10 @@ static int cut_setup(const rp_trace_t *t, const rp_model_t *m, const struct refs
     for (; R->g[pos] != UINT32_MAX; pos++) {
       uint32_t g = R->g[pos];
       if (c->first[g] == UINT32_MAX) c->first[g] = (uint32_t)j;
-      c->last[g] = (uint32_t)j;
       touched += R->sz[pos];
     }
     pos++;
-    c->dur[j++] = ev->dur ? (double)ev->dur : (double)touched / m->dev_bps * 1e9;
+    c->dur[j++] = rp_launch_ns(ev, touched, m);
   }
   c->p0[j] = pos;
   return 0;
@@ -324,24 +317,22 @@ static int cut_bound(const rp_trace_t *t, const rp_model_t *m, uint64_t cap, con
     uint64_t up = 0, down = 0;
     double comp = 0;
     for (size_t j = a; j < k; j++) {
-      for (size_t q = c.p0[j]; R->g[q] != UINT32_MAX; q++) { /* last uses first */
-        uint32_t g = R->g[q];
-        if (c.last[g] == j && c.wseen[g] == s) down -= R->sz[q];
-      }
+      for (size_t q = c.p0[j]; R->g[q] != UINT32_MAX; q++) /* last uses first */
+        if (R->nx[q] == UINT64_MAX && c.wseen[R->g[q]] == s) down -= R->sz[q];
       for (size_t q = c.p0[j]; R->g[q] != UINT32_MAX; q++) {
         uint32_t g = R->g[q];
         if (c.seen[g] != s) {
           c.seen[g] = s;
           if (c.first[g] < a) up += R->sz[q];
         }
-        if ((R->wr[q] || c.first[g] == j) && c.wseen[g] != s && c.last[g] > j) {
+        if ((R->wr[q] || c.first[g] == j) && c.wseen[g] != s && R->nx[q] != UINT64_MAX) {
           c.wseen[g] = s;
           down += R->sz[q];
         }
       }
       comp += c.dur[j];
       if ((j + 1) % step && j + 1 != k) continue; /* splits only at the cut points */
-      double v = max3d(comp, over(up, cap, m->link_bps), over(down, cap, m->link_bps));
+      double v = rp_max3(comp, over(up, cap, m->link_bps), over(down, cap, m->link_bps));
       if (c.best[a] + v > c.best[j + 1]) c.best[j + 1] = c.best[a] + v;
     }
   }

@@ -219,11 +219,6 @@ static uint32_t dense(struct eng *e, uint64_t id) {
 
 // ---- plans ----
 
-static double max3(double a, double b, double c) {
-  double m = a > b ? a : b;
-  return m > c ? m : c;
-}
-
 /* nodata: POL_ACT_NODATA, honoured (no copy) for a required chunk the launch only writes. */
 static void prefetch(struct eng *e, uint32_t g, int required, int nodata, double T) {
   if (e->ck[g].loc == C_DEV || e->ck[g].loc == C_DEAD) return;
@@ -253,7 +248,7 @@ static void prefetch(struct eng *e, uint32_t g, int required, int nodata, double
      * alike, as in the simulator: a required copy does not jump the queue
      * (a lane of its own made vx replay of two-stream 2% faster than the
      * simulator can run it) */
-    double start = max3(T, space, e->h2d_free);
+    double start = rp_max3(T, space, e->h2d_free);
     arrive = start + x;
     e->h2d_free = arrive;
     e->res->bytes_up += b;
@@ -390,8 +385,8 @@ static void on_free(struct eng *e, const rp_event_t *ev) {
    * synchronization"), libvx's own copy streams included: nothing is
    * issued after it before the device is idle. */
   if (e->m->live_place) {
-    double t = max3(e->end, e->h2d_free, e->d2h_free);
-    t = max3(t, e->prio_free, e->compute_free);
+    double t = rp_max3(e->end, e->h2d_free, e->d2h_free);
+    t = rp_max3(t, e->prio_free, e->compute_free);
     if (t > e->t_issue) e->t_issue = t;
   }
   for (uint32_t i = 0; i < a->nchunks; i++)
@@ -507,10 +502,8 @@ static double gather(struct eng *e, const rp_event_t *ev, double t0, uint32_t *n
         host_dir(e, g, rg->mode, host);
       else if (e->ck[g].loc == C_DEV)
         wait = wait > e->ck[g].arrive ? wait : e->ck[g].arrive;
-      else if (e->m->live_place && thrash_pinned(&e->ck[g]))
-        host_dir(e, g, rg->mode, host);
-      else if (e->cap == 0) /* native memory holds the device: served over the link */
-        host_dir(e, g, rg->mode, host);
+      else if ((e->m->live_place && thrash_pinned(&e->ck[g])) || e->cap == 0)
+        host_dir(e, g, rg->mode, host); /* pinned, or no room left by native memory */
       else
         e->missing[(*nm)++] = g;
     }
@@ -597,7 +590,7 @@ static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
   if (down > 0 && e->d2h_free > ready) ready = e->d2h_free;
   if (up > 0) e->h2d_free = ready + up;
   if (down > 0) e->d2h_free = ready + down;
-  double dur = ev->dur ? (double)ev->dur : (double)touched / e->m->dev_bps * 1e9;
+  double dur = rp_launch_ns(ev, touched, e->m);
   double end = ready + hx + dur;
   e->compute_free = end;
   e->res->bytes_up += host.rd;

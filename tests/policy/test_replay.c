@@ -43,6 +43,32 @@ static void launch(uint64_t kernel, uint64_t id, uint32_t count, uint32_t mode, 
                          .ranges = &r});
 }
 
+/* Loads the trace built in buf under the default model with a link of one
+ * chunk per millisecond, the by-hand tests' unit. */
+static void load_ms(rp_trace_t *t, rp_model_t *m) {
+  char err[128];
+  ck_assert_int_eq(rp_trace_load(t, buf, len, 0, err, sizeof err), 0);
+  rp_model_default(m, t->capacity);
+  m->link_bps = 2 * MIB * 1000.0;
+}
+
+/* Two chunks of one allocation taking turns, 40 launches, in a one-chunk device. */
+static void alternate(rp_trace_t *t, rp_model_t *m) {
+  begin(2 * MIB);
+  alloc(1, 4 * MIB);
+  for (int i = 0; i < 40; i++) {
+    pol_range_t r = {
+        .alloc_id = 1, .first = (uint32_t)(i & 1), .count = 1, .mode = POL_ACCESS_READ};
+    rec(&(pol_trace_rec_t){.type = POL_TREC_LAUNCH,
+                           .kernel = 20 + (uint64_t)(i & 1),
+                           .stream = 1,
+                           .dur_ns = 1000000,
+                           .nranges = 1,
+                           .ranges = &r});
+  }
+  load_ms(t, m);
+}
+
 /* Two allocations of two chunks, room for two chunks; A written, B written, A read. */
 static void tiny(rp_trace_t *t, rp_model_t *m) {
   begin(4 * MIB);
@@ -51,10 +77,7 @@ static void tiny(rp_trace_t *t, rp_model_t *m) {
   launch(11, 1, 2, POL_ACCESS_WRITE, 1000000);
   launch(12, 2, 2, POL_ACCESS_WRITE, 1000000);
   launch(13, 1, 2, POL_ACCESS_READ, 1000000);
-  char err[128];
-  ck_assert_int_eq(rp_trace_load(t, buf, len, 0, err, sizeof err), 0);
-  rp_model_default(m, t->capacity);
-  m->link_bps = 2 * MIB * 1000.0; /* one chunk per millisecond */
+  load_ms(t, m);
 }
 
 #define NEAR(a, b) ck_assert_msg(fabs((a) - (b)) < 1e-9, "%.9f != %.9f", (double)(a), (double)(b))
@@ -96,11 +119,8 @@ START_TEST(live_placement_keeps_native_resident) {
   launch(12, 2, 2, POL_ACCESS_WRITE, 1000000);
   launch(13, 1, 2, POL_ACCESS_READ, 1000000);
   rp_trace_t t;
-  char err[128];
-  ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), 0);
   rp_model_t m;
-  rp_model_default(&m, t.capacity);
-  m.link_bps = 2 * MIB * 1000.0;
+  load_ms(&t, &m);
   rp_result_t mov, live;
   ck_assert_int_eq(rp_run(&t, &m, "demand", &mov), 0);
   NEAR(mov.total_s, 6.135 / 1e3);
@@ -129,11 +149,8 @@ START_TEST(live_native_alloc_evicts_managed) {
                          .nranges = 1,
                          .ranges = &r});
   rp_trace_t t;
-  char err[128];
-  ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), 0);
   rp_model_t m;
-  rp_model_default(&m, t.capacity);
-  m.link_bps = 2 * MIB * 1000.0;
+  load_ms(&t, &m);
   m.live_place = 1;
   rp_result_t d;
   ck_assert_int_eq(rp_run(&t, &m, "demand", &d), 0);
@@ -154,24 +171,9 @@ END_TEST
  * pressure and faulted back 8 times is pinned to host memory and read over
  * the link from then on.  Movable (the default model) faults every time. */
 START_TEST(live_thrash_pins_to_host) {
-  begin(2 * MIB);
-  alloc(1, 4 * MIB);
-  for (int i = 0; i < 40; i++) {
-    pol_range_t r = {
-        .alloc_id = 1, .first = (uint32_t)(i & 1), .count = 1, .mode = POL_ACCESS_READ};
-    rec(&(pol_trace_rec_t){.type = POL_TREC_LAUNCH,
-                           .kernel = 20 + (uint64_t)(i & 1),
-                           .stream = 1,
-                           .dur_ns = 1000000,
-                           .nranges = 1,
-                           .ranges = &r});
-  }
   rp_trace_t t;
-  char err[128];
-  ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), 0);
   rp_model_t m;
-  rp_model_default(&m, t.capacity);
-  m.link_bps = 2 * MIB * 1000.0;
+  alternate(&t, &m);
   rp_result_t mov, live;
   ck_assert_int_eq(rp_run(&t, &m, "demand", &mov), 0);
   ck_assert_uint_eq(mov.faults, 40);
@@ -190,24 +192,9 @@ END_TEST
  * and the kernels reading it over the link; movable, it is fetched each time
  * (the model without the pins prefetched 40 times on this trace). */
 START_TEST(live_exec_pins_low_reuse) {
-  begin(2 * MIB);
-  alloc(1, 4 * MIB);
-  for (int i = 0; i < 40; i++) {
-    pol_range_t r = {
-        .alloc_id = 1, .first = (uint32_t)(i & 1), .count = 1, .mode = POL_ACCESS_READ};
-    rec(&(pol_trace_rec_t){.type = POL_TREC_LAUNCH,
-                           .kernel = 20 + (uint64_t)(i & 1),
-                           .stream = 1,
-                           .dur_ns = 1000000,
-                           .nranges = 1,
-                           .ranges = &r});
-  }
   rp_trace_t t;
-  char err[128];
-  ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), 0);
   rp_model_t m;
-  rp_model_default(&m, t.capacity);
-  m.link_bps = 2 * MIB * 1000.0;
+  alternate(&t, &m);
   rp_result_t mov, live;
   ck_assert_int_eq(rp_run(&t, &m, "predict", &mov), 0);
   ck_assert_uint_ge(mov.prefetches, 39);
@@ -241,11 +228,8 @@ START_TEST(live_free_waits_for_the_device) {
     if (f) rec(&(pol_trace_rec_t){.type = POL_TREC_FREE, .alloc_id = 9});
     launch(15, 1, 1, POL_ACCESS_READ, 1000000); /* 1 comes back, 2 goes down */
     rp_trace_t tr;
-    char err[128];
-    ck_assert_int_eq(rp_trace_load(&tr, buf, len, 0, err, sizeof err), 0);
     rp_model_t m;
-    rp_model_default(&m, tr.capacity);
-    m.link_bps = 2 * MIB * 1000.0;
+    load_ms(&tr, &m);
     for (int live = 0; live < 2; live++) {
       rp_result_t r;
       m.live_place = live;
@@ -278,11 +262,8 @@ START_TEST(faults_start_when_the_kernel_runs) {
   rec(&(pol_trace_rec_t){
       .type = POL_TREC_LAUNCH, .kernel = 4, .stream = 1, .dur_ns = 1000000, .nranges = 3, .ranges = r});
   rp_trace_t t;
-  char err[128];
-  ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), 0);
   rp_model_t m;
-  rp_model_default(&m, t.capacity);
-  m.link_bps = 2 * MIB * 1000.0;
+  load_ms(&t, &m);
   rp_result_t res;
   ck_assert_int_eq(rp_run(&t, &m, "predict", &res), 0);
   ck_assert_uint_eq(res.faults, 1);
@@ -344,7 +325,6 @@ START_TEST(bound_keeps_the_turn) {
   rp_trace_t t;
   rp_model_t m;
   rp_result_t b, r;
-  char err[128];
   begin(4 * MIB);
   for (uint64_t id = 1; id <= 4; id++)
     alloc(id, 2 * MIB);
@@ -352,9 +332,7 @@ START_TEST(bound_keeps_the_turn) {
     launch(id, id, 1, POL_ACCESS_WRITE, 1000);
   for (uint64_t id = 4; id >= 1; id--)
     launch(10 + id, id, 1, POL_ACCESS_READ, 1000);
-  ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), 0);
-  rp_model_default(&m, t.capacity);
-  m.link_bps = 2 * MIB * 1000.0; /* one chunk per millisecond */
+  load_ms(&t, &m);
   ck_assert_int_eq(rp_run(&t, &m, "bound", &b), 0);
   ck_assert_uint_eq(b.bytes_up, 4 * MIB);
   ck_assert_uint_eq(b.bytes_down, 4 * MIB);

@@ -473,19 +473,27 @@ START_TEST(prefetch_eviction_uses_the_down_engine) {
 }
 END_TEST
 
+/* The link tests' setup: p (8 MiB, preferred on the host: kernels reach it
+ * over the link) and q (8 MiB), both written by the host, and two streams. */
+static void link_pair(CUdeviceptr *p, CUdeviceptr *q, CUstream *s1, CUstream *s2) {
+  CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+  *p = managed_host_written(8 * MiB, 3);
+  *q = managed_host_written(8 * MiB, 4);
+  ck_cu(cuMemAdvise(*p, 8 * MiB, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host));
+  ck_cu(cuStreamCreate(s1, CU_STREAM_NON_BLOCKING));
+  ck_cu(cuStreamCreate(s2, CU_STREAM_NON_BLOCKING));
+}
+
 /* A kernel's reads of host memory cross the link the copy engines use: a
  * prefetch and a kernel reading 8 MiB over the link from two streams at
  * once take two transfer times, whichever runs first (before, the kernel's
  * link time ran beside the H2D engine, a second link a GPU does not have). */
 START_TEST(host_reads_share_the_link) {
   sim_test_setup("64M");
-  CUdeviceptr p = managed_host_written(8 * MiB, 3), q = managed_host_written(8 * MiB, 4);
-  CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
-  CUmemLocation dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
-  ck_cu(cuMemAdvise(p, 8 * MiB, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host));
+  CUdeviceptr p, q;
   CUstream s1, s2;
-  ck_cu(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
-  ck_cu(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  link_pair(&p, &q, &s1, &s2);
+  CUmemLocation dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
   simcuda_reset_stats();
   unsigned long long bad = 1;
   ck_cu(cuMemPrefetchAsync(q, 8 * MiB, dev0, 0, s1));
@@ -504,13 +512,11 @@ END_TEST
  * device shares no engine with it and both end within one and a bit. */
 START_TEST(host_writes_share_the_down_link) {
   sim_test_setup("64M");
-  CUdeviceptr p = managed_host_written(8 * MiB, 3), q = managed_host_written(8 * MiB, 4);
-  CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
-  CUmemLocation dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
-  ck_cu(cuMemAdvise(p, 8 * MiB, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host));
+  CUdeviceptr p, q;
   CUstream s1, s2;
-  ck_cu(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
-  ck_cu(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  link_pair(&p, &q, &s1, &s2);
+  CUmemLocation dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+  CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
   ck_cu(cuMemPrefetchAsync(q, 8 * MiB, dev0, 0, s1));
   ck_cu(cuCtxSynchronize());
   simcuda_reset_stats();

@@ -238,13 +238,14 @@ static int required(pol_t *p, const pol_launch_t *l, uint64_t m, pol_plan_t *pla
   return 0;
 }
 
-/* Learns access modes; advises ReadMostly for data read, never written, since it was made. */
+/* Learns access modes; advises ReadMostly for data read, never written, since
+ * it was made, when configured to (pol_config_t.read_mostly). */
 static int advise(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
   for (uint32_t i = 0; i < l->nranges; i++) {
     struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
     if (!a || a->tier != POL_TIER_MANAGED) continue;
     note_use(a, l->ranges[i].mode);
-    if (!a->advised && !a->written && a->reads >= 2) {
+    if (p->cfg.read_mostly && !a->advised && !a->written && a->reads >= 2) {
       if (plan_emit_alloc(plan, POL_OP_ADVISE_READ_MOSTLY, POL_AHEAD, a) < 0) return -ENOSPC;
       a->advised = 1;
       p->st.advised++;

@@ -47,6 +47,10 @@ typedef struct pol_config {
   uint32_t lead;              /* launches ahead whose chunks are prefetched even when
                                * Belady's MIN would wait (trading bytes for overlap);
                                * default 1 */
+  uint32_t read_mostly;       /* 1 = advise ReadMostly for data read, never written, since
+                               * it was made (access modes must be known); default 0: an
+                               * eviction of a ReadMostly chunk keeps its device copy until
+                               * pressure drops it, room the planner would count free */
 } pol_config_t;
 
 /* Fills *c with the defaults above for `kind` and `capacity`. */

@@ -27,13 +27,18 @@ struct fx {
   pol_action_t act[4096];
 };
 
-static inline void fx_init(struct fx *f, pol_kind_t kind, uint64_t cap_chunks) {
+/* A policy made from config c (its capacity in 2 MiB chunks). */
+static inline void fx_init_config(struct fx *f, const pol_config_t *c) {
   memset(f, 0, sizeof *f);
+  ck_assert_int_eq(pol_create(c, &f->p), 0);
+  f->cap = c->capacity / (2u << 20);
+  f->faults = c->kind == POL_DEMAND || c->kind == POL_DEEPUM;
+}
+
+static inline void fx_init(struct fx *f, pol_kind_t kind, uint64_t cap_chunks) {
   pol_config_t c;
   pol_config_default(&c, kind, cap_chunks * (2u << 20));
-  ck_assert_int_eq(pol_create(&c, &f->p), 0);
-  f->cap = cap_chunks;
-  f->faults = kind == POL_DEMAND || kind == POL_DEEPUM;
+  fx_init_config(f, &c);
 }
 
 static inline void fx_fini(struct fx *f) {

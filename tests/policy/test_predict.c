@@ -224,9 +224,15 @@ END_TEST
 
 // ---- advice, placement, dead chunks ----
 
+/* Only when configured to (pol_config_t.read_mostly): by default no advice
+ * at all, access modes known or not. */
 START_TEST(read_mostly_advised_only_when_never_written) {
-  for (int unknown = 0; unknown < 2; unknown++) {
-    fx_init(&F, POL_PREDICT, 8);
+  for (int run = 0; run < 4; run++) {
+    int unknown = run & 1, on = run < 2;
+    pol_config_t c;
+    pol_config_default(&c, POL_PREDICT, 8 * (2u << 20));
+    c.read_mostly = (uint32_t)on;
+    fx_init_config(&F, &c);
     fx_alloc(&F, 1, 2);
     int advised = 0;
     for (int i = 0; i < 5; i++) {
@@ -243,7 +249,7 @@ START_TEST(read_mostly_advised_only_when_never_written) {
           ck_assert_uint_eq(F.act[k].alloc_id, 1);
         }
     }
-    ck_assert_int_eq(advised, unknown ? 0 : 1);
+    ck_assert_int_eq(advised, unknown || !on ? 0 : 1);
     fx_fini(&F);
   }
 }

@@ -58,6 +58,9 @@ typedef struct rp_model {
   double fault_ns;      /* cost of one fault batch */
   uint32_t fault_batch; /* chunks per fault batch */
   int live_place;       /* 1: libvx's placement (some allocations native); 0: all movable */
+  int read_mostly;      /* 1: the planner advises ReadMostly (pol_config_t.read_mostly) */
+  uint32_t watermark;   /* the planner's evict watermark in percent; 0 = 100, or
+                         * libvx's under live_place */
 } rp_model_t;
 
 void rp_model_default(rp_model_t *m, uint64_t capacity);

@@ -187,6 +187,23 @@ static double evict(struct eng *e, uint32_t g, double at) {
   return ready;
 }
 
+/* libvx evicts with a prefetch to the host.  For a ReadMostly chunk that
+ * makes a host copy (a write-back if the chunk was written since it came
+ * up) and the device keeps its own: the simulator does so (tests/simcuda:
+ * cuda.h's "read-only copy on the destination", uvm_migrate.c's
+ * make_resident_read_duplicate), and only pressure drops the duplicate,
+ * for free (prefetch and faults below, which evict the least recently used
+ * chunk).  So the eviction frees no room, whatever the policy counts. */
+static void keep_duplicate(struct eng *e, uint32_t g, double at) {
+  if (e->ck[g].clean) return;
+  double ready = at > e->ck[g].busy ? at : e->ck[g].busy;
+  double start = ready > e->d2h_free ? ready : e->d2h_free;
+  uint64_t b = ck_bytes(e, g);
+  e->d2h_free = start + xfer(e, b);
+  e->res->bytes_down += b;
+  e->ck[g].clean = 1;
+}
+
 /* 1 if the launch being planned reaches g only through POL_ACCESS_WRITE ranges. */
 static int write_only(const struct eng *e, uint32_t g) {
   const rp_event_t *ev = &e->t->ev[e->t->launch_ev[e->cur]];
@@ -282,7 +299,10 @@ static void action(struct eng *e, const pol_action_t *a, double T) {
     if (a->op == POL_OP_PREFETCH) {
       prefetch(e, g, a->when == POL_REQUIRED, a->flags & POL_ACT_NODATA, T);
     } else if (a->op == POL_OP_EVICT && e->ck[g].loc == C_DEV) {
-      evict(e, g, T);
+      if (e->blind && e->rm[d])
+        keep_duplicate(e, g, T);
+      else
+        evict(e, g, T);
     } else if (a->op == POL_OP_DROP && e->ck[g].loc == C_DEV) {
       set_away(e, g, C_DEAD);
       e->res->drops++;
@@ -638,6 +658,8 @@ static int setup(struct eng *e, const rp_trace_t *t, const rp_model_t *m, const 
   pol_config_default(&c, (pol_kind_t)kind, m->capacity);
   c.chunk_size = t->chunk;
   if (m->live_place) c.evict_watermark = LIVE_EVICT_WATERMARK; /* as libvx configures it */
+  if (m->watermark) c.evict_watermark = m->watermark;
+  c.read_mostly = (uint32_t)m->read_mostly;
   int r = pol_create(&c, &e->pol);
   if (!r && kind == POL_ORACLE) r = pol_set_future(e->pol, future, e);
   return r;

@@ -214,6 +214,49 @@ END_TEST
  * next launch's plan until the 10 ms kernel before it is done, so the
  * chunk it needs comes back after it, not during it (1 ms more).  The
  * movable model, a workload's own frees, does not wait. */
+/* A ReadMostly chunk that libvx evicts keeps its device copy (the
+ * simulator's rule: a prefetch to the host makes a host copy, only
+ * pressure drops the device one), so its next use moves nothing.  Room
+ * for 3 chunks (the watermark at 2): R is made (written) and read twice
+ * (advised ReadMostly when the planner may); X's two chunks are made,
+ * the device is over the watermark, and R, unused by the last two
+ * launches, is pushed down ahead of need: a write-back, R never had a
+ * host copy.  Read again, R is still on the device; without the advice it
+ * went down and comes back up.  (Over the watermark again, X's first chunk
+ * goes down after it, in both runs.)  The old engine freed R's room and
+ * brought it back up with the advice too. */
+START_TEST(read_mostly_eviction_keeps_the_device_copy) {
+  for (int rm = 0; rm < 2; rm++) {
+    begin(6 * MIB);
+    alloc(1, 2 * MIB);
+    alloc(2, 4 * MIB);
+    launch(1, 1, 1, POL_ACCESS_WRITE, 1000000);
+    launch(2, 1, 1, POL_ACCESS_READ, 1000000);
+    launch(3, 1, 1, POL_ACCESS_READ, 1000000);
+    launch(4, 2, 1, POL_ACCESS_WRITE, 1000000);
+    pol_range_t x1 = {.alloc_id = 2, .first = 1, .count = 1, .mode = POL_ACCESS_WRITE};
+    rec(&(pol_trace_rec_t){.type = POL_TREC_LAUNCH,
+                           .kernel = 5,
+                           .stream = 1,
+                           .dur_ns = 1000000,
+                           .nranges = 1,
+                           .ranges = &x1});
+    launch(6, 1, 1, POL_ACCESS_READ, 1000000);
+    rp_trace_t t;
+    rp_model_t m;
+    load_ms(&t, &m);
+    m.read_mostly = rm;
+    m.watermark = 90; /* libvx's: pushes down ahead of need */
+    rp_result_t r;
+    ck_assert_int_eq(rp_run(&t, &m, "predict", &r), 0);
+    ck_assert_uint_eq(r.bytes_down, 4 * MIB); /* R's and then X's first chunk's write-backs */
+    ck_assert_uint_eq(r.bytes_up, rm ? 0 : 2 * MIB);
+    ck_assert_uint_eq(r.faults, 0);
+    rp_trace_free(&t);
+  }
+}
+END_TEST
+
 START_TEST(live_free_waits_for_the_device) {
   double t[2][2];
   for (int f = 0; f < 2; f++) {
@@ -607,6 +650,7 @@ int main(void) {
   tcase_add_test(t, live_placement_keeps_native_resident);
   tcase_add_test(t, live_exec_pins_low_reuse);
   tcase_add_test(t, live_free_waits_for_the_device);
+  tcase_add_test(t, read_mostly_eviction_keeps_the_device_copy);
   tcase_add_test(t, faults_start_when_the_kernel_runs);
   tcase_add_test(t, live_native_alloc_evicts_managed);
   tcase_add_test(t, live_thrash_pins_to_host);

@@ -166,39 +166,7 @@ void exec_free(const vx_alloc_info_t *a) {
   free(e);
 }
 
-// ---- extents: where a tensor inside a segment ends ----
-
-/* Remembers offset `off` as a start of e (the oldest start gives way when
- * the table is full). */
-static void start_note(ex_alloc_t *e, uint64_t off, uint64_t now) {
-  uint32_t i = 0;
-  while (i < e->nstarts && e->starts[i] < off)
-    i++;
-  if (i < e->nstarts && e->starts[i] == off) {
-    e->seen[i] = now;
-    return;
-  }
-  if (e->nstarts == EX_STARTS) { /* drop the least recently passed */
-    uint32_t old = 0;
-    for (uint32_t k = 1; k < e->nstarts; k++)
-      if (e->seen[k] < e->seen[old]) old = k;
-    memmove(&e->starts[old], &e->starts[old + 1], (e->nstarts - old - 1) * sizeof e->starts[0]);
-    memmove(&e->seen[old], &e->seen[old + 1], (e->nstarts - old - 1) * sizeof e->seen[0]);
-    e->nstarts--;
-    if (old < i) i--;
-  }
-  memmove(&e->starts[i + 1], &e->starts[i], (e->nstarts - i) * sizeof e->starts[0]);
-  memmove(&e->seen[i + 1], &e->seen[i], (e->nstarts - i) * sizeof e->seen[0]);
-  e->starts[i] = off, e->seen[i] = now;
-  e->nstarts++;
-}
-
-/* The end of the object at `off`: the next start above it, else the end. */
-static uint64_t start_next(const ex_alloc_t *e, uint64_t off) {
-  for (uint32_t i = 0; i < e->nstarts; i++)
-    if (e->starts[i] > off) return e->starts[i];
-  return e->size;
-}
+// ---- extents: where a tensor inside a segment ends (exec_extent.c) ----
 
 void exec_extent(int dev, uint64_t id, uint64_t size, const uint64_t *offs, int n, uint32_t *first,
                  uint32_t *count) {
@@ -215,10 +183,10 @@ void exec_extent(int dev, uint64_t id, uint64_t size, const uint64_t *offs, int 
     if (e) {
       uint64_t now = ++d->launches;
       for (int k = 0; k < n; k++)
-        if (offs[k] < e->size) start_note(e, offs[k], now);
+        if (offs[k] < e->size) ex_start_note(e, offs[k], now);
       hi = 0;
       for (int k = 0; k < n; k++) {
-        uint64_t end = offs[k] < e->size ? start_next(e, offs[k]) : e->size;
+        uint64_t end = offs[k] < e->size ? ex_start_end(e, offs[k], now) : e->size;
         if (end > hi) hi = end;
       }
     }

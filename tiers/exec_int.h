@@ -20,6 +20,7 @@
 #define EX_RING 256            /* events marking the end of recent AHEAD prefetches */
 #define EX_LRING 256           /* events marking the end of recent planned launches */
 #define EX_STARTS 64           /* pointer offsets remembered per allocation (extents) */
+#define EX_START_RECENT 64     /* exec_extent calls within which any start bounds (exec_extent.c) */
 #define EX_DRING 256           /* events marking the end of recent eviction groups on `down` */
 #define EX_PEND 256            /* eviction groups whose room no prefetch has taken yet */
 #define EX_ROOM_ALL UINT32_MAX /* ex_op_t.room: wait for all of `down` */
@@ -31,7 +32,8 @@ typedef struct ex_alloc {
   uint32_t nchunks;
   uint32_t nstarts;
   uint64_t starts[EX_STARTS]; /* sorted: offsets launches have passed pointers to */
-  uint64_t seen[EX_STARTS];   /* the launch count when each was last passed */
+  uint64_t seen[EX_STARTS];   /* the extent call (ex_dev_t.launches) each was last passed in */
+  uint64_t first[EX_STARTS];  /* ... and first passed in */
   uint64_t uses, ups;         /* chunk references by launches; chunks prefetched (pinning) */
   int pinned;                 /* served from host memory over the link from now on */
   UT_hash_handle hh;
@@ -135,6 +137,15 @@ void ex_side_wait(ex_dev_t *d, uint32_t seq, CUstream s);
 void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s);
 /* Marks the end of eviction group `group`, just enqueued on `down`. */
 void ex_group_mark(ex_side_t *x, uint32_t group);
+
+// ---- exec_extent.c (under the device lock) ----
+
+/* Notes that a launch passed a pointer to offset `off` of e, at extent call
+ * `now` (the oldest start gives way when the table is full). */
+void ex_start_note(ex_alloc_t *e, uint64_t off, uint64_t now);
+/* Where the object at offset `off` (a noted start) ends, as of call `now`:
+ * the next start above it that still bounds it, else the allocation's end. */
+uint64_t ex_start_end(const ex_alloc_t *e, uint64_t off, uint64_t now);
 
 // ---- exec_room.c (under the device lock) ----
 

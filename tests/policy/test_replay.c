@@ -208,12 +208,6 @@ START_TEST(live_exec_pins_low_reuse) {
 }
 END_TEST
 
-/* Under --place live a free waits for all the device's work, as cuMemFree
- * does in the simulator (the driver "may perform implicit synchronization"):
- * a free between two launches, of an allocation no launch uses, holds the
- * next launch's plan until the 10 ms kernel before it is done, so the
- * chunk it needs comes back after it, not during it (1 ms more).  The
- * movable model, a workload's own frees, does not wait. */
 /* A ReadMostly chunk that libvx evicts keeps its device copy (the
  * simulator's rule: a prefetch to the host makes a host copy, only
  * pressure drops the device one), so its next use moves nothing.  Room
@@ -257,6 +251,12 @@ START_TEST(read_mostly_eviction_keeps_the_device_copy) {
 }
 END_TEST
 
+/* Under --place live a free waits for all the device's work, as cuMemFree
+ * does in the simulator (the driver "may perform implicit synchronization"):
+ * a free between two launches, of an allocation no launch uses, holds the
+ * next launch's plan until the 10 ms kernel before it is done, so the
+ * chunk it needs comes back after it, not during it (1 ms more).  The
+ * movable model, a workload's own frees, does not wait. */
 START_TEST(live_free_waits_for_the_device) {
   double t[2][2];
   for (int f = 0; f < 2; f++) {

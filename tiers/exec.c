@@ -362,16 +362,35 @@ static void feedback(ex_dev_t *d, const ex_op_t *ops, int n) {
 
 /* Moving a chunk of managed memory in and out costs two transfers (an
  * eviction copies it back even when it is clean: the driver keeps one copy),
- * reading it over the link from host memory one per use.  An allocation
- * whose chunks come up about once per use (fewer than 1.5 references per
- * chunk brought up, after each chunk came up twice on average) is worth
- * more where it is: it is pinned to the host (preferred location host,
- * accessed by the device: the kernels read it over the link, nothing
- * migrates, as the static tier) and its prefetches are dropped from then
- * on.  This is the driver's own thrash resolution (pages that bounce are
- * pinned to host memory and mapped), which vx's prefetches would otherwise
- * keep from happening.  Under demand paging with an inference loop the
- * driver does it; without it predict moved every weight every token. */
+ * reading it over the link from host memory one per use.  Two rules pin an
+ * allocation to the host (preferred location host, accessed by the device:
+ * the kernels read it over the link, nothing migrates, as the static tier;
+ * its prefetches are dropped):
+ *
+ * - thrash (EX_PIN_THRASH, for good): its chunks come up about once per use
+ *   (fewer than 1.5 references per chunk brought up, after each chunk came
+ *   up twice on average).  This is the driver's own thrash resolution
+ *   (pages that bounce are pinned to host memory and mapped), which vx's
+ *   prefetches would otherwise keep from happening.  Under demand paging
+ *   with an inference loop the driver does it; without it predict moved
+ *   every weight every token.
+ * - once (EX_PIN_ONCE, for one use): it was made on the device (its first
+ *   touch was there: nothing ever came up), has been pushed down since,
+ *   and a launch the plan did not see coming wants it back (at least half
+ *   of it REQUIRED, none AHEAD).  Whether it will be used again is not
+ *   known, and if not, bringing it up costs the second transfer for
+ *   nothing: so this use reads it over the link, and only a second use (or
+ *   a plan that predicts one) lets the plans move it again, its counts
+ *   started afresh for the thrash rule.  At most once per allocation: a
+ *   ski rental, never more than one extra transfer.  The advice stays
+ *   (cuMemAdvise is not ordered with the streams: unset, it would make
+ *   kernels enqueued before, which read the allocation in place, fault it
+ *   onto the device behind the budget's back; predict_budget caught that),
+ *   so a chunk of it no plan brings up is read over the link, not faulted.  Data written then read
+ *   back once (vx_oversub) and activations the backward pass reads once
+ *   (prog_train: 16% less virtual time, cnn 6%) are never moved twice;
+ *   weights reused at once (moe's experts) pay one read over the link, in
+ *   the first iteration only. */
 #define EX_PIN_MAX 4
 
 typedef struct ex_pin {
@@ -379,10 +398,34 @@ typedef struct ex_pin {
   CUdeviceptr base;
   size_t size;
   uint32_t nchunks;
+  int unpin; /* undo an EX_PIN_ONCE */
 } ex_pin_t;
 
+/* Chunks of allocation id the plan brings up with data, `when`. */
+static uint64_t plan_ups(const pol_plan_t *pl, uint64_t id, int when) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < pl->n; i++) {
+    const pol_action_t *a = &pl->actions[i];
+    if (a->alloc_id == id && a->op == POL_OP_PREFETCH && a->when == when &&
+        !(a->flags & POL_ACT_NODATA))
+      n += a->count;
+  }
+  return n;
+}
+
+/* e->uses counts this launch's references already. */
 static int pin_due(const ex_alloc_t *e) {
   return !e->pinned && e->ups >= 2ull * e->nchunks && 2 * e->uses < 3 * e->ups;
+}
+
+static int pin_once_due(const ex_alloc_t *e, const pol_plan_t *pl) {
+  if (e->pinned || e->rented || e->ups || e->uses < 2ull * e->nchunks) return 0;
+  return 2 * plan_ups(pl, e->id, POL_REQUIRED) >= e->nchunks && !plan_ups(pl, e->id, POL_AHEAD);
+}
+
+static int unpin_due(const ex_alloc_t *e, const pol_plan_t *pl) {
+  return e->pinned == EX_PIN_ONCE &&
+         (e->uses - e->pin_uses >= e->nchunks || plan_ups(pl, e->id, POL_AHEAD));
 }
 
 /* Counts the launch's references and stamps its chunks with its number
@@ -390,7 +433,7 @@ static int pin_due(const ex_alloc_t *e) {
  * A plan never evicts the launch's own chunks, so stamping before its
  * victims are read (waits_locked) changes none of them. */
 static int count_refs_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, uint32_t seq,
-                             ex_pin_t *pin) {
+                             const pol_plan_t *pl, ex_pin_t *pin) {
   int np = 0;
   for (uint32_t k = 0; k < n; k++) {
     ex_alloc_t *e;
@@ -399,9 +442,21 @@ static int count_refs_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, uint
     e->uses += r[k].count;
     for (uint32_t c = r[k].first; c < r[k].first + r[k].count && c < e->nchunks; c++)
       e->last_use[c] = seq;
-    if (np < EX_PIN_MAX && pin_due(e)) {
-      e->pinned = 1;
-      pin[np++] = (ex_pin_t){.id = e->id, .base = e->base, .size = e->size, .nchunks = e->nchunks};
+    if (np == EX_PIN_MAX) continue;
+    ex_pin_t x = {.id = e->id, .base = e->base, .size = e->size, .nchunks = e->nchunks};
+    if (unpin_due(e, pl)) { /* used again: it moves from now on, judged afresh */
+      e->pinned = EX_PIN_NONE;
+      e->uses = r[k].count, e->ups = 0;
+      x.unpin = 1;
+      pin[np++] = x;
+    } else if (pin_once_due(e, pl)) {
+      e->pinned = EX_PIN_ONCE;
+      e->rented = 1;
+      e->pin_uses = e->uses;
+      pin[np++] = x;
+    } else if (pin_due(e)) {
+      e->pinned = EX_PIN_THRASH;
+      pin[np++] = x;
     }
   }
   return np;
@@ -418,6 +473,15 @@ static void pin_to_host(ex_dev_t *d, int dev, const ex_pin_t *pin, int np, CUstr
    * by that much under load, predict_budget). */
   if (x && (ex_order_after(s, &x->down, 1) || ex_order_after(x->up, &x->down, 1))) x = NULL;
   for (int i = 0; i < np; i++) {
+    if (pin[i].unpin) {
+      /* Its prefetches go from now on (a prefetch migrates whatever the
+       * preferred location), but the advice stays: kernels enqueued
+       * before still read it in place, and a chunk no plan brings up is
+       * read over the link, never faulted onto the device behind the
+       * budget's back. */
+      ctr_add(dev, VX_CTR_host_unpins, 1);
+      continue;
+    }
     CUresult r = move_advise(pin[i].base, pin[i].size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host);
     if (r == CUDA_SUCCESS)
       r = move_advise(pin[i].base, pin[i].size, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu);
@@ -441,7 +505,7 @@ static void pin_to_host(ex_dev_t *d, int dev, const ex_pin_t *pin, int np, CUstr
   vx_mutex_lock(&d->lock, EX_RANK(d));
   uint64_t before = d->pol ? pol_room(d->pol) : 0;
   for (int i = 0; i < np && d->pol; i++)
-    pol_chunk_state(d->pol, pin[i].id, 0, pin[i].nchunks, POL_STATE_HOST);
+    if (!pin[i].unpin) pol_chunk_state(d->pol, pin[i].id, 0, pin[i].nchunks, POL_STATE_HOST);
   if (d->pol && pol_room(d->pol) > before)
     group = ex_room_add_locked(&d->room, pol_room(d->pol) - before);
   vx_mutex_unlock(&d->lock, EX_RANK(d));
@@ -524,7 +588,8 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
     hits = take_hits_locked(d, ranges, n, &wait);
     while (!(me = ++d->lseq)) { /* 0 means none */
     }
-    npin = count_refs_locked(d, ranges, n, me, pin); /* first: their prefetches are dropped */
+    npin =
+        count_refs_locked(d, ranges, n, me, &plan, pin); /* first: their prefetches are dropped */
     nops = translate_locked(d, &plan, ops, &missed);
     waits_locked(d, ops, nops, room);
   }

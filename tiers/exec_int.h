@@ -25,6 +25,8 @@
 #define EX_PEND 256            /* eviction groups whose room no prefetch has taken yet */
 #define EX_ROOM_ALL UINT32_MAX /* ex_op_t.room: wait for all of `down` */
 
+enum { EX_PIN_NONE = 0, EX_PIN_THRASH, EX_PIN_ONCE }; /* ex_alloc_t.pinned (exec.c) */
+
 typedef struct ex_alloc {
   uint64_t id;
   CUdeviceptr base;
@@ -35,7 +37,9 @@ typedef struct ex_alloc {
   uint64_t seen[EX_STARTS];   /* the extent call (ex_dev_t.launches) each was last passed in */
   uint64_t first[EX_STARTS];  /* ... and first passed in */
   uint64_t uses, ups;         /* chunk references by launches; chunks prefetched (pinning) */
-  int pinned;                 /* served from host memory over the link from now on */
+  uint8_t pinned;             /* EX_PIN_*: served from host memory over the link */
+  uint8_t rented;             /* it had its EX_PIN_ONCE (exec.c) */
+  uint64_t pin_uses;          /* EX_PIN_ONCE: `uses` when it was pinned */
   UT_hash_handle hh;
   uint32_t *last_use; /* per chunk: the planned launch (ex_dev_t.lseq) that last
                        * reached it; 0 = none (points past ahead[]) */

@@ -779,8 +779,11 @@ def test_stat_demand():
     if not os.path.exists(helper("cli_faulter")):
         raise Skip("cli_faulter is not built (no tests/kit)")
     # 6 x 16 MiB over a 32 MiB device, 8 MiB of it vx's budget: the rest is
-    # managed and faults in (and is evicted) at every round of kernels
-    env = preload_env({"SIMCUDA_VRAM": "32M", "VX_RESERVE": "0", "VX_MOVABLE": "0"})
+    # managed and faults in (and is evicted) at every round of kernels.
+    # Under demand paging: predict would read buffers that come back once a
+    # round in host memory (tiers/exec.c's pins), and nothing would fault
+    env = preload_env({"SIMCUDA_VRAM": "32M", "VX_RESERVE": "0", "VX_MOVABLE": "0",
+                       "VX_POLICY": "demand"})
     p = subprocess.Popen([VX, "run", "--device-limit", "8M", "--", helper("cli_faulter"), "6", "16"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     line = p.stdout.readline()

@@ -25,6 +25,9 @@ struct ck {
 
 #define THRASH_PIN 8 /* tests/simcuda/sim_managed.c, SIM_THRASH_PIN */
 
+/* --place live: libvx's pin for one use, per allocation (live_once) */
+enum { ONCE_PINNED = 1, ONCE_DONE };
+
 struct idm {
   uint64_t id;
   uint32_t idx;
@@ -39,6 +42,8 @@ struct eng {
   uint32_t sentinel; /* LRU list head, index nchunks */
   uint8_t *tier, *rm;
   uint64_t *ups, *uses; /* --place live: libvx's pin counts per allocation (tiers/exec.c) */
+  uint64_t *pin_uses;   /* ... `uses` when pinned for one use */
+  uint8_t *once;        /* ... 0, ONCE_PINNED, ONCE_DONE (tiers/exec.c: EX_PIN_ONCE) */
   struct idm *ids, *idm_pool;
   uint64_t cap, used, native;
   double h2d_free, d2h_free, prio_free, t_issue, prev_start, end;
@@ -522,7 +527,8 @@ static double gather(struct eng *e, const rp_event_t *ev, double t0, uint32_t *n
         host_dir(e, g, rg->mode, host);
       else if (e->ck[g].loc == C_DEV)
         wait = wait > e->ck[g].arrive ? wait : e->ck[g].arrive;
-      else if ((e->m->live_place && thrash_pinned(&e->ck[g])) || e->cap == 0)
+      else if ((e->m->live_place && (thrash_pinned(&e->ck[g]) || e->once[d] == ONCE_DONE)) ||
+               e->cap == 0)
         host_dir(e, g, rg->mode, host); /* pinned, or no room left by native memory */
       else
         e->missing[(*nm)++] = g;
@@ -569,6 +575,52 @@ static void live_pins(struct eng *e, const rp_event_t *ev, double T) {
   }
 }
 
+/* Chunks of allocation id the plan brings up with data, `when`. */
+static uint64_t plan_ups(const struct eng *e, uint64_t id, int when) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < e->plan.n; i++) {
+    const pol_action_t *a = &e->plan.actions[i];
+    if (a->alloc_id == id && a->op == POL_OP_PREFETCH && a->when == when &&
+        !(a->flags & POL_ACT_NODATA))
+      n += a->count;
+  }
+  return n;
+}
+
+/* libvx's pin for one use (tiers/exec.c, EX_PIN_ONCE), decided on the plan:
+ * an allocation made on the device (nothing brought up), pushed down since
+ * and wanted back unforeseen (half of it REQUIRED, none AHEAD) is read over
+ * the link by this launch; a second use, or a plan that predicts one, moves
+ * it from then on, its counts started afresh.  Once per allocation.  Its
+ * advice stays (preferred location host): a chunk of it no plan brings up
+ * is read over the link, not faulted in (gather). */
+static void live_once(struct eng *e, const rp_event_t *ev, double T) {
+  for (uint32_t r = 0; r < ev->nr; r++) {
+    uint32_t d = e->t->rg_alloc[ev->r0 + r];
+    const rp_alloc_t *a = &e->t->al[d];
+    if (e->once[d] == ONCE_PINNED && e->tier[d] == POL_TIER_HOST &&
+        (e->uses[d] - e->pin_uses[d] >= a->nchunks || plan_ups(e, a->id, POL_AHEAD))) {
+      e->tier[d] = POL_TIER_MANAGED;
+      e->once[d] = ONCE_DONE;
+      e->uses[d] = e->t->rg[ev->r0 + r].count, e->ups[d] = 0;
+      continue;
+    }
+    if (e->once[d] || e->tier[d] != POL_TIER_MANAGED || e->ups[d] ||
+        e->uses[d] < 2ull * a->nchunks || 2 * plan_ups(e, a->id, POL_REQUIRED) < a->nchunks ||
+        plan_ups(e, a->id, POL_AHEAD))
+      continue;
+    e->once[d] = ONCE_PINNED;
+    e->pin_uses[d] = e->uses[d];
+    e->tier[d] = POL_TIER_HOST;
+    for (uint32_t i = 0; i < a->nchunks; i++) {
+      uint32_t g = (uint32_t)(a->base + i);
+      if (e->ck[g].loc == C_DEV) evict(e, g, T);
+      if (e->ck[g].loc == C_FRESH) e->ck[g].loc = C_HOST;
+    }
+    pol_chunk_state(e->pol, a->id, 0, a->nchunks, POL_STATE_HOST);
+  }
+}
+
 static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
   uint64_t chunks = 0;
   for (uint32_t r = 0; r < ev->nr; r++)
@@ -584,7 +636,10 @@ static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
                       .now = (uint64_t)T,
                       .ranges = e->prg + ev->r0,
                       .nranges = ev->nr};
-    if (pol_launch(e->pol, &l, &e->plan) > 0) run_plan(e, T);
+    if (pol_launch(e->pol, &l, &e->plan) > 0) {
+      if (e->m->live_place) live_once(e, ev, T);
+      run_plan(e, T);
+    }
   }
   double *sf = stream_free(e, ev->stream);
   double t0 = *sf > T ? *sf : T;
@@ -634,6 +689,9 @@ static int setup(struct eng *e, const rp_trace_t *t, const rp_model_t *m, const 
   e->rm = calloc(t->nal + 1, 1);
   e->ups = calloc(t->nal + 1, sizeof *e->ups);
   e->uses = calloc(t->nal + 1, sizeof *e->uses);
+  e->pin_uses = calloc(t->nal + 1, sizeof *e->pin_uses);
+  e->once = calloc(t->nal + 1, 1);
+  if (!e->pin_uses || !e->once) return -ENOMEM;
   e->idm_pool = calloc(t->nal + 1, sizeof *e->idm_pool);
   e->missing = calloc(t->nchunks + 1, sizeof *e->missing);
   if (seen_ranges(e)) return -ENOMEM;
@@ -673,6 +731,8 @@ static void teardown(struct eng *e) {
   free(e->rm);
   free(e->ups);
   free(e->uses);
+  free(e->pin_uses);
+  free(e->once);
   free(e->idm_pool);
   free(e->missing);
   free(e->plan.actions);

@@ -208,6 +208,37 @@ START_TEST(live_exec_pins_low_reuse) {
 }
 END_TEST
 
+/* Under --place live, libvx's pin for one use (tiers/exec.c, EX_PIN_ONCE):
+ * A and B, made on the device and pushed down (for C, and by the
+ * watermark), are each wanted back once by a launch nothing predicted, and
+ * each is read over the link by it instead of coming up: the only
+ * prefetches are the three first touches (the old model, and libvx before
+ * the rule, brought both up: 5).  As many bytes cross either way.  N,
+ * first, takes the native half of the 8 MiB; A, B and C share the rest. */
+START_TEST(live_once_reads_in_place) {
+  begin(8 * MIB);
+  alloc(9, 4 * MIB);
+  alloc(1, 2 * MIB);
+  alloc(2, 2 * MIB);
+  alloc(3, 2 * MIB);
+  launch(1, 1, 1, POL_ACCESS_WRITE, 1000000);
+  launch(2, 2, 1, POL_ACCESS_WRITE, 1000000);
+  launch(3, 3, 1, POL_ACCESS_WRITE, 1000000);
+  launch(4, 1, 1, POL_ACCESS_READ, 1000000);
+  launch(5, 2, 1, POL_ACCESS_READ, 1000000);
+  rp_trace_t t;
+  rp_model_t m;
+  load_ms(&t, &m);
+  m.live_place = 1;
+  rp_result_t r;
+  ck_assert_int_eq(rp_run(&t, &m, "predict", &r), 0);
+  ck_assert_uint_eq(r.prefetches, 3);
+  ck_assert_uint_eq(r.bytes_up, 4 * MIB); /* A and B, read in place */
+  ck_assert_uint_eq(r.faults, 0);
+  rp_trace_free(&t);
+}
+END_TEST
+
 /* A ReadMostly chunk that libvx evicts keeps its device copy (the
  * simulator's rule: a prefetch to the host makes a host copy, only
  * pressure drops the device one), so its next use moves nothing.  Room
@@ -650,6 +681,7 @@ int main(void) {
   tcase_add_test(t, live_placement_keeps_native_resident);
   tcase_add_test(t, live_exec_pins_low_reuse);
   tcase_add_test(t, live_free_waits_for_the_device);
+  tcase_add_test(t, live_once_reads_in_place);
   tcase_add_test(t, read_mostly_eviction_keeps_the_device_copy);
   tcase_add_test(t, faults_start_when_the_kernel_runs);
   tcase_add_test(t, live_native_alloc_evicts_managed);

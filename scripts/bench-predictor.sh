@@ -58,10 +58,11 @@ live_row() {
     env "${env[@]}" SIMCUDA_VRAM=$vram VX_STATIC_MIN=4M VX_LEDGER=off SIMCUDA_STATS=1 \
       LD_LIBRARY_PATH="$sim" LD_PRELOAD="$build/libvx.so" "$@" >"$tmp/$pol.out" 2>"$tmp/$pol.err" ||
       { echo "bench-predictor: $name under $pol failed"; cat "$tmp/$pol.err"; exit 2; }
-    # total_ns and moved bytes from the simulator's exit line (SIMCUDA_STATS=1)
+    # total_ns and moved bytes from the simulator's exit line (SIMCUDA_STATS=1):
+    # faults, prefetches, evictions and what kernels read or wrote over the link
     grep -o 'total_ns=[0-9]*' "$tmp/$pol.err" | tail -1 | cut -d= -f2 >"$tmp/$pol.t"
-    grep -o 'bytes_[a-z]*_[hd]to[hd]=[0-9]*' "$tmp/$pol.err" | grep -v memcpy | tail -4 |
-      awk -F= '{ s += $2 } END { print s + 0 }' >"$tmp/$pol.b"
+    grep 'simcuda: stats' "$tmp/$pol.err" | tail -1 | grep -o 'bytes_[a-z]*_[hd]to[hd]=[0-9]*' |
+      grep -v memcpy | awk -F= '{ s += $2 } END { print s + 0 }' >"$tmp/$pol.b"
   done
   local u d s p bd bp
   u=$(cat "$tmp/um.t") d=$(cat "$tmp/demand.t") s=$(cat "$tmp/static.t") p=$(cat "$tmp/predict.t")

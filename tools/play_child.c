@@ -395,12 +395,13 @@ int vx_play_child(const char *path, unsigned ahead) {
        * kernels spent reading host memory over the link (the simulator puts
        * the latter in kernel_ns, on top of the declared compute time) */
       uint64_t link = st.kernel_ns > P.compute_ns ? st.kernel_ns - P.compute_ns : 0;
-      printf("vxplay total_ns=%" PRIu64 " stall_ns=%" PRIu64 " bytes_up=%" PRIu64
-             " bytes_down=%" PRIu64 " faults=%" PRIu64 " compute_ns=%" PRIu64 "\n",
-             st.total_ns, st.stall_ns + link,
-             st.bytes_fault_htod + st.bytes_prefetch_htod + st.bytes_memcpy_htod,
-             st.bytes_prefetch_dtoh + st.bytes_evict_dtoh + st.bytes_memcpy_dtoh, st.faults,
-             P.compute_ns);
+      printf(
+          "vxplay total_ns=%" PRIu64 " stall_ns=%" PRIu64 " bytes_up=%" PRIu64
+          " bytes_down=%" PRIu64 " faults=%" PRIu64 " compute_ns=%" PRIu64 "\n",
+          st.total_ns, st.stall_ns + link,
+          st.bytes_fault_htod + st.bytes_prefetch_htod + st.bytes_memcpy_htod + st.bytes_link_htod,
+          st.bytes_prefetch_dtoh + st.bytes_evict_dtoh + st.bytes_memcpy_dtoh + st.bytes_link_dtoh,
+          st.faults, P.compute_ns);
       fflush(stdout);
       rc = 0;
     }

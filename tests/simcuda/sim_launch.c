@@ -98,6 +98,8 @@ uint64_t sim_kernel_run(sim_op *op, sim_stream *s, uint64_t ready) {
   uint64_t end = d->compute_free = start + work + k.kc.stall_ns;
   d->st.launches++;
   d->st.kernel_ns += work;
+  d->st.bytes_link_htod += k.kc.link_h2d;
+  d->st.bytes_link_dtoh += k.kc.link_d2h;
   d->st.stall_ns += k.kc.stall_ns;
   sim_note_end_locked(d, end);
   sim_unlock();

@@ -80,6 +80,8 @@ simcuda_register_kernel_fn_t simcuda_find_register(void);
   X(bytes_prefetch_htod)   /* bytes migrated to the device by prefetch */      \
   X(bytes_prefetch_dtoh)   /* bytes migrated to the host by prefetch */        \
   X(bytes_evict_dtoh)      /* bytes migrated to the host by eviction */        \
+  X(bytes_link_htod)       /* host memory kernels read over the link */        \
+  X(bytes_link_dtoh)       /* host memory kernels wrote over the link */       \
   X(bytes_memcpy_htod)                                                         \
   X(bytes_memcpy_dtoh)                                                         \
   X(bytes_memcpy_dtod)                                                         \

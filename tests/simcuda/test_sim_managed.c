@@ -525,6 +525,8 @@ START_TEST(host_writes_share_the_down_link) {
   ck_cu(cuCtxSynchronize());
   simcuda_stats_t st = sim_test_stats(0);
   ck_assert_uint_eq(st.bytes_prefetch_dtoh, 8 * MiB);
+  ck_assert_uint_eq(st.bytes_link_dtoh, 8 * MiB); /* the kernel's writes, counted */
+  ck_assert_uint_eq(st.bytes_link_htod, 0);
   ck_assert_uint_ge(st.total_ns, 2 * ns(8 * MiB, 25));
   simcuda_reset_stats();
   ck_cu(cuMemPrefetchAsync(q, 8 * MiB, dev0, 0, s1)); /* H2D */
@@ -534,8 +536,12 @@ START_TEST(host_writes_share_the_down_link) {
   ck_assert_uint_eq(st.bytes_prefetch_htod, 8 * MiB);
   ck_assert_uint_lt(st.total_ns, 2 * ns(8 * MiB, 25));
   unsigned long long bad = 1;
+  simcuda_reset_stats();
   ck_cu(kit_check(p, 2 * MiB, 6, NULL, &bad));
   ck_assert_uint_eq(bad, 0);
+  st = sim_test_stats(0);
+  ck_assert_uint_eq(st.bytes_link_htod, 8 * MiB); /* read back over the link */
+  ck_assert_uint_eq(st.bytes_link_dtoh, 0);
 }
 END_TEST
 

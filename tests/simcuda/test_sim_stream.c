@@ -340,6 +340,9 @@ START_TEST(capture_modes) {
   CUevent ev;
   ck_cu(cuEventCreate(&ev, 0));
   ck_cu(cuEventRecord(ev, nb));
+  /* complete before the queries below expect CUDA_SUCCESS: nb's worker
+   * records it in its own time, and under load it was still NOT_READY */
+  ck_cu(cuEventSynchronize(ev));
   CUdeviceptr p;
   CUstreamCaptureStatus cs;
   const CUstreamCaptureMode G = CU_STREAM_CAPTURE_MODE_GLOBAL,

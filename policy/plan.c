@@ -42,3 +42,14 @@ int plan_emit_alloc(pol_plan_t *plan, int op, int when, const struct pol_arec *a
       .alloc_id = a->id, .index = 0, .count = a->nchunks, .op = (uint8_t)op, .when = (uint8_t)when};
   return 0;
 }
+
+uint64_t pol_plan_ups(const pol_plan_t *plan, uint64_t alloc_id, int when) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < plan->n; i++) {
+    const pol_action_t *a = &plan->actions[i];
+    if (a->alloc_id == alloc_id && a->op == POL_OP_PREFETCH && a->when == when &&
+        !(a->flags & POL_ACT_NODATA))
+      n += a->count;
+  }
+  return n;
+}

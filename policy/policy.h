@@ -201,6 +201,10 @@ enum {
   POL_STATE_HOST,       /* they are not (a prefetch failed, the driver evicted them) */
 };
 
+/* Chunks of allocation alloc_id that plan brings up with data (PREFETCH
+ * actions without POL_ACT_NODATA) at `when` (POL_REQUIRED or POL_AHEAD). */
+uint64_t pol_plan_ups(const pol_plan_t *plan, uint64_t alloc_id, int when);
+
 /* Tells the policy what really happened to chunks [first, first+count).
  * Returns 0, -ENOENT for an unknown allocation, -EINVAL for a bad state or a
  * range outside the allocation. */

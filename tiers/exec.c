@@ -401,18 +401,6 @@ typedef struct ex_pin {
   int unpin; /* undo an EX_PIN_ONCE */
 } ex_pin_t;
 
-/* Chunks of allocation id the plan brings up with data, `when`. */
-static uint64_t plan_ups(const pol_plan_t *pl, uint64_t id, int when) {
-  uint64_t n = 0;
-  for (uint32_t i = 0; i < pl->n; i++) {
-    const pol_action_t *a = &pl->actions[i];
-    if (a->alloc_id == id && a->op == POL_OP_PREFETCH && a->when == when &&
-        !(a->flags & POL_ACT_NODATA))
-      n += a->count;
-  }
-  return n;
-}
-
 /* e->uses counts this launch's references already. */
 static int pin_due(const ex_alloc_t *e) {
   return !e->pinned && e->ups >= 2ull * e->nchunks && 2 * e->uses < 3 * e->ups;
@@ -420,12 +408,13 @@ static int pin_due(const ex_alloc_t *e) {
 
 static int pin_once_due(const ex_alloc_t *e, const pol_plan_t *pl) {
   if (e->pinned || e->rented || e->ups || e->uses < 2ull * e->nchunks) return 0;
-  return 2 * plan_ups(pl, e->id, POL_REQUIRED) >= e->nchunks && !plan_ups(pl, e->id, POL_AHEAD);
+  return 2 * pol_plan_ups(pl, e->id, POL_REQUIRED) >= e->nchunks &&
+         !pol_plan_ups(pl, e->id, POL_AHEAD);
 }
 
 static int unpin_due(const ex_alloc_t *e, const pol_plan_t *pl) {
   return e->pinned == EX_PIN_ONCE &&
-         (e->uses - e->pin_uses >= e->nchunks || plan_ups(pl, e->id, POL_AHEAD));
+         (e->uses - e->pin_uses >= e->nchunks || pol_plan_ups(pl, e->id, POL_AHEAD));
 }
 
 /* Counts the launch's references and stamps its chunks with its number

@@ -553,6 +553,20 @@ static void finish(struct eng *e, const rp_event_t *ev, double end) {
   }
 }
 
+/* Pins allocation d to host memory as libvx does (tiers/exec.c,
+ * pin_to_host): what is on the device goes down once, and the policy is
+ * told every chunk is on the host. */
+static void pin_to_host(struct eng *e, uint32_t d, double T) {
+  const rp_alloc_t *a = &e->t->al[d];
+  e->tier[d] = POL_TIER_HOST;
+  for (uint32_t i = 0; i < a->nchunks; i++) {
+    uint32_t g = (uint32_t)(a->base + i);
+    if (e->ck[g].loc == C_DEV) evict(e, g, T);
+    if (e->ck[g].loc == C_FRESH) e->ck[g].loc = C_HOST;
+  }
+  pol_chunk_state(e->pol, a->id, 0, a->nchunks, POL_STATE_HOST);
+}
+
 /* libvx's executor pins an allocation to host memory once it has brought
  * it up twice over and each chunk brought up served fewer than 1.5 uses
  * (tiers/exec.c, pin_due): its chunks on the device go down once, its
@@ -565,26 +579,8 @@ static void live_pins(struct eng *e, const rp_event_t *ev, double T) {
     if (e->tier[d] != POL_TIER_MANAGED || e->ups[d] < 2ull * a->nchunks ||
         2 * e->uses[d] >= 3 * e->ups[d])
       continue;
-    e->tier[d] = POL_TIER_HOST;
-    for (uint32_t i = 0; i < a->nchunks; i++) {
-      uint32_t g = (uint32_t)(a->base + i);
-      if (e->ck[g].loc == C_DEV) evict(e, g, T);
-      if (e->ck[g].loc == C_FRESH) e->ck[g].loc = C_HOST;
-    }
-    pol_chunk_state(e->pol, a->id, 0, a->nchunks, POL_STATE_HOST);
+    pin_to_host(e, d, T);
   }
-}
-
-/* Chunks of allocation id the plan brings up with data, `when`. */
-static uint64_t plan_ups(const struct eng *e, uint64_t id, int when) {
-  uint64_t n = 0;
-  for (uint32_t i = 0; i < e->plan.n; i++) {
-    const pol_action_t *a = &e->plan.actions[i];
-    if (a->alloc_id == id && a->op == POL_OP_PREFETCH && a->when == when &&
-        !(a->flags & POL_ACT_NODATA))
-      n += a->count;
-  }
-  return n;
 }
 
 /* libvx's pin for one use (tiers/exec.c, EX_PIN_ONCE), decided on the plan:
@@ -599,25 +595,20 @@ static void live_once(struct eng *e, const rp_event_t *ev, double T) {
     uint32_t d = e->t->rg_alloc[ev->r0 + r];
     const rp_alloc_t *a = &e->t->al[d];
     if (e->once[d] == ONCE_PINNED && e->tier[d] == POL_TIER_HOST &&
-        (e->uses[d] - e->pin_uses[d] >= a->nchunks || plan_ups(e, a->id, POL_AHEAD))) {
+        (e->uses[d] - e->pin_uses[d] >= a->nchunks || pol_plan_ups(&e->plan, a->id, POL_AHEAD))) {
       e->tier[d] = POL_TIER_MANAGED;
       e->once[d] = ONCE_DONE;
       e->uses[d] = e->t->rg[ev->r0 + r].count, e->ups[d] = 0;
       continue;
     }
     if (e->once[d] || e->tier[d] != POL_TIER_MANAGED || e->ups[d] ||
-        e->uses[d] < 2ull * a->nchunks || 2 * plan_ups(e, a->id, POL_REQUIRED) < a->nchunks ||
-        plan_ups(e, a->id, POL_AHEAD))
+        e->uses[d] < 2ull * a->nchunks ||
+        2 * pol_plan_ups(&e->plan, a->id, POL_REQUIRED) < a->nchunks ||
+        pol_plan_ups(&e->plan, a->id, POL_AHEAD))
       continue;
     e->once[d] = ONCE_PINNED;
     e->pin_uses[d] = e->uses[d];
-    e->tier[d] = POL_TIER_HOST;
-    for (uint32_t i = 0; i < a->nchunks; i++) {
-      uint32_t g = (uint32_t)(a->base + i);
-      if (e->ck[g].loc == C_DEV) evict(e, g, T);
-      if (e->ck[g].loc == C_FRESH) e->ck[g].loc = C_HOST;
-    }
-    pol_chunk_state(e->pol, a->id, 0, a->nchunks, POL_STATE_HOST);
+    pin_to_host(e, d, T);
   }
 }
 

@@ -33,14 +33,20 @@ static void alloc(uint64_t id, uint64_t size) {
   rec(&(pol_trace_rec_t){.type = POL_TREC_ALLOC, .alloc_id = id, .addr = id << 30, .size = size});
 }
 
-static void launch(uint64_t kernel, uint64_t id, uint32_t count, uint32_t mode, uint64_t dur) {
-  pol_range_t r = {.alloc_id = id, .count = count, .mode = mode};
+/* A launch on stream 1 reaching chunks [first, first+count) of allocation id. */
+static void launch_at(uint64_t kernel, uint64_t id, uint32_t first, uint32_t count,
+                      uint32_t mode, uint64_t dur) {
+  pol_range_t r = {.alloc_id = id, .first = first, .count = count, .mode = mode};
   rec(&(pol_trace_rec_t){.type = POL_TREC_LAUNCH,
                          .kernel = kernel,
                          .stream = 1,
                          .dur_ns = dur,
                          .nranges = 1,
                          .ranges = &r});
+}
+
+static void launch(uint64_t kernel, uint64_t id, uint32_t count, uint32_t mode, uint64_t dur) {
+  launch_at(kernel, id, 0, count, mode, dur);
 }
 
 /* Loads the trace built in buf under the default model with a link of one
@@ -56,16 +62,8 @@ static void load_ms(rp_trace_t *t, rp_model_t *m) {
 static void alternate(rp_trace_t *t, rp_model_t *m) {
   begin(2 * MIB);
   alloc(1, 4 * MIB);
-  for (int i = 0; i < 40; i++) {
-    pol_range_t r = {
-        .alloc_id = 1, .first = (uint32_t)(i & 1), .count = 1, .mode = POL_ACCESS_READ};
-    rec(&(pol_trace_rec_t){.type = POL_TREC_LAUNCH,
-                           .kernel = 20 + (uint64_t)(i & 1),
-                           .stream = 1,
-                           .dur_ns = 1000000,
-                           .nranges = 1,
-                           .ranges = &r});
-  }
+  for (int i = 0; i < 40; i++)
+    launch_at(20 + (uint64_t)(i & 1), 1, (uint32_t)(i & 1), 1, POL_ACCESS_READ, 1000000);
   load_ms(t, m);
 }
 
@@ -141,13 +139,7 @@ START_TEST(live_native_alloc_evicts_managed) {
   alloc(1, 6 * MIB); /* more than the device: managed */
   launch(11, 1, 2, POL_ACCESS_WRITE, 1000000);
   alloc(2, 2 * MIB); /* fits the budget: native, takes a chunk's room */
-  pol_range_t r = {.alloc_id = 1, .first = 2, .count = 1, .mode = POL_ACCESS_WRITE};
-  rec(&(pol_trace_rec_t){.type = POL_TREC_LAUNCH,
-                         .kernel = 12,
-                         .stream = 1,
-                         .dur_ns = 1000000,
-                         .nranges = 1,
-                         .ranges = &r});
+  launch_at(12, 1, 2, 1, POL_ACCESS_WRITE, 1000000);
   rp_trace_t t;
   rp_model_t m;
   load_ms(&t, &m);
@@ -259,13 +251,7 @@ START_TEST(read_mostly_eviction_keeps_the_device_copy) {
     launch(2, 1, 1, POL_ACCESS_READ, 1000000);
     launch(3, 1, 1, POL_ACCESS_READ, 1000000);
     launch(4, 2, 1, POL_ACCESS_WRITE, 1000000);
-    pol_range_t x1 = {.alloc_id = 2, .first = 1, .count = 1, .mode = POL_ACCESS_WRITE};
-    rec(&(pol_trace_rec_t){.type = POL_TREC_LAUNCH,
-                           .kernel = 5,
-                           .stream = 1,
-                           .dur_ns = 1000000,
-                           .nranges = 1,
-                           .ranges = &x1});
+    launch_at(5, 2, 1, 1, POL_ACCESS_WRITE, 1000000);
     launch(6, 1, 1, POL_ACCESS_READ, 1000000);
     rp_trace_t t;
     rp_model_t m;

@@ -5,19 +5,51 @@
 
 #include "pol_internal.h"
 
+// ---- deaths ----
+
+void planner_note_free(pol_t *p, const struct pol_arec *a) {
+  if (!a->use_seq) return;
+  struct pol_death *d = &p->death[a->name & (POL_DEATH_SLOTS - 1)];
+  d->name = a->name;
+  d->gap = p->seq - a->use_seq;
+}
+
+/* A resident chunk whose allocation history says is about to be freed,
+ * with no predicted use before then: returns the position (launches from
+ * now, >= 1) by which its room comes back for free, else 0.  Evicting it
+ * earlier writes back data nobody reads (cnn: 5 of 8.8 GB down); a use
+ * predicted after the free is the next incarnation's, of the same name. */
+static uint64_t dying(const pol_t *p, const struct pol_chunk *c) {
+  const struct pol_arec *a = c->a;
+  const struct pol_death *d = &p->death[a->name & (POL_DEATH_SLOTS - 1)];
+  if (!a->use_seq || d->name != a->name) return 0;
+  uint64_t f = a->use_seq + d->gap; /* freed after launch f */
+  if (f < p->seq) return 0;         /* overdue: history was wrong this time */
+  if (c->stamp == p->epoch && c->next_use && p->seq + c->next_use <= f) return 0;
+  return f + 1 - p->seq;
+}
+
+/* 1 if c's room comes back by itself by position j. */
+static int dies_by(const pol_t *p, const struct pol_chunk *c, uint32_t j) {
+  uint64_t at = dying(p, c);
+  return at && at <= j;
+}
+
 // ---- victims ----
 
 static int protected_prev(const pol_t *p, const struct pol_chunk *c) {
   return c->last_use && c->last_use + 1 >= p->seq; /* used by this or the previous launch */
 }
 
-/* A chunk with no predicted use, least recently used first. */
-static struct pol_chunk *victim_cold(pol_t *p, int allow_prev) {
+/* A chunk with no predicted use, least recently used first, whose room
+ * does not come back by itself by position j. */
+static struct pol_chunk *victim_cold(pol_t *p, int allow_prev, uint32_t j) {
   while (p->cursor != &p->lru) {
     struct pol_chunk *c = p->cursor;
     p->cursor = c->next;
     if (c->stamp == p->epoch) continue;
     if (!allow_prev && protected_prev(p, c)) continue;
+    if (dies_by(p, c, j)) continue;
     return c;
   }
   return NULL;
@@ -57,11 +89,11 @@ static int evict(pol_t *p, struct pol_chunk *v, int when, pol_plan_t *plan) {
 /* Frees one chunk of room for a use at position j (0 = the launch itself).
  * Returns 0, -ENOENT when nothing may be evicted for it, -ENOSPC when the plan is full. */
 int planner_evict_for(pol_t *p, uint32_t j, int when, pol_plan_t *plan) {
-  struct pol_chunk *v = victim_cold(p, 0);
+  struct pol_chunk *v = victim_cold(p, 0, j);
   if (!v) v = victim_far(p, j);
   if (!v && j == 0) {
     p->cursor = p->lru.next; /* last resort for the launch itself: the previous launch's */
-    v = victim_cold(p, 1);
+    v = victim_cold(p, 1, j);
   }
   if (!v) return -ENOENT;
   return evict(p, v, when, plan);
@@ -219,6 +251,7 @@ static int required(pol_t *p, const pol_launch_t *l, uint64_t m, pol_plan_t *pla
   for (uint32_t i = 0; i < l->nranges; i++) {
     struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
     if (!a || a->tier != POL_TIER_MANAGED) continue;
+    a->use_seq = p->seq;
     uint32_t mode = l->ranges[i].mode;
     uint32_t end = l->ranges[i].first + l->ranges[i].count;
     if (end > a->nchunks || end < l->ranges[i].first) end = a->nchunks;
@@ -315,7 +348,7 @@ static void pass_current(pol_t *p, const pol_launch_t *l, struct passed *s) {
  * predicted window past j), so that write-backs start early, while the
  * down link is idle, instead of on the launch's critical path. */
 static struct pol_chunk *victim_min(pol_t *p, struct passed *s, uint32_t j, int room) {
-  struct pol_chunk *v = victim_cold(p, 1);
+  struct pol_chunk *v = victim_cold(p, 1, j);
   if (v) return v;
   while (s->w < p->wtail && p->win[s->w]->next_use <= j) {
     const struct pol_chunk *c = p->win[s->w++];
@@ -328,6 +361,7 @@ static struct pol_chunk *victim_min(pol_t *p, struct passed *s, uint32_t j, int 
       p->wtail--;
       continue;
     }
+    if (dies_by(p, v, j)) return NULL; /* wait for the free */
     int far = room && v->next_use - j >= p->walked / POL_ROOM_FAR;
     if (v->next_use <= j || (v->next_use <= best_passed && j > p->cfg.lead && !far)) return NULL;
     p->wtail--;
@@ -381,7 +415,7 @@ static int ahead(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
 /* Pushes chunks with no predicted use down until occupancy is under the watermark. */
 static int pre_evict(pol_t *p, pol_plan_t *plan) {
   while (p->used > p->mark_chunks) {
-    struct pol_chunk *v = victim_cold(p, 0);
+    struct pol_chunk *v = victim_cold(p, 0, UINT32_MAX);
     if (!v) return 0;
     int r = evict(p, v, POL_AHEAD, plan);
     if (r < 0) return r;

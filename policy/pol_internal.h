@@ -10,10 +10,11 @@
 #define POL_MAX_RANGES 256 /* ranges of one launch kept in history / futures */
 #define POL_MAX_STREAMS 16 /* streams tracked at once by the predictor */
 #define POL_MAX_LOOKAHEAD 4096
-#define POL_REPLAN_EVERY 4  /* launches on a predicted track between full plans */
-#define POL_REPLAN_QUIET 64 /* the same after a full plan that moved nothing */
-#define POL_WINDOW_FACTOR 4 /* the window ranks up to this many capacities of chunks */
-#define POL_ROOM_FAR 2      /* room-only victims: next use >= window / this past the want */
+#define POL_REPLAN_EVERY 4   /* launches on a predicted track between full plans */
+#define POL_REPLAN_QUIET 64  /* the same after a full plan that moved nothing */
+#define POL_WINDOW_FACTOR 4  /* the window ranks up to this many capacities of chunks */
+#define POL_ROOM_FAR 2       /* room-only victims: next use >= window / this past the want */
+#define POL_DEATH_SLOTS 1024 /* names whose last death is remembered (a table, not a list) */
 
 enum { LOC_FRESH = 0, LOC_DEV, LOC_HOST, LOC_NVME };
 
@@ -44,6 +45,7 @@ struct pol_arec {
   uint8_t written;     /* written (or unknown mode) after the initialising launch */
   uint8_t advised;     /* ReadMostly advice given */
   uint64_t born, last; /* predictor: launches of its first and last use (0 = none) */
+  uint64_t use_seq;    /* planner: the last launch that used it (0 = none) */
   struct pol_chunk *chunks;
   UT_hash_handle hh; /* by id */
   UT_hash_handle hn; /* by name */
@@ -71,6 +73,12 @@ struct want {
 };
 
 #define POL_SEEN_SLOTS 1024 /* future allocations told apart by one walk */
+
+/* How long after its last use an allocation of this name was freed: gap
+ * launches (0: before the next launch).  One slot per name hash. */
+struct pol_death {
+  uint64_t name, gap;
+};
 
 struct pred_hist;
 struct dum;
@@ -105,6 +113,7 @@ struct pol {
   uint32_t walked;               /* launches the last walk predicted */
   uint64_t seen[POL_SEEN_SLOTS]; /* names of future allocations met by this walk */
   uint32_t seen_stamp[POL_SEEN_SLOTS];
+  struct pol_death death[POL_DEATH_SLOTS];
 
   struct pred_hist *hist;
   struct dum *dum;
@@ -137,6 +146,8 @@ int plan_emit_alloc(pol_plan_t *plan, int op, int when, const struct pol_arec *a
 typedef int (*fut_next_fn)(pol_t *p, void *it, struct fut_launch *out);
 int planner_run(pol_t *p, const pol_launch_t *l, pol_plan_t *plan, fut_next_fn next, void *it);
 int planner_evict_for(pol_t *p, uint32_t j, int when, pol_plan_t *plan);
+/* Remembers how long after its last use allocation a is being freed. */
+void planner_note_free(pol_t *p, const struct pol_arec *a);
 /* The fast path: if every chunk of the launch is resident, touches them and
  * returns the (advice-only) action count; -EAGAIN when a full plan is needed. */
 int planner_light(pol_t *p, const pol_launch_t *l, pol_plan_t *plan);

@@ -143,6 +143,7 @@ int pol_free(pol_t *p, uint64_t alloc_id, uint64_t now, pol_plan_t *plan) {
     set_capacity(p);
   }
   if (p->dum) dum_forget(p, a);
+  planner_note_free(p, a);
   p->changes++;
   struct pol_arec *heir = p->hist ? hist_successor(p, a) : NULL;
   uint64_t name = a->name;

@@ -651,6 +651,63 @@ START_TEST(no_prefetch_into_room_of_recurring_allocations) {
 }
 END_TEST
 
+/* Backward passes free an activation one launch after its last use (cnn:
+ * a[l+1] is dead after backward l+1 and freed after backward l).  Evicting
+ * it to make room for a prefetch writes back data nobody reads: the room
+ * comes back by itself one launch later, so the prefetch waits for it. */
+START_TEST(room_a_free_returns_is_not_bought_with_a_write_back) {
+  enum { L = 8, WCH = 2, ACH = 3 };
+  fx_init(&F, POL_PREDICT, 16);
+  uint64_t id = 1, w[L];
+  for (int l = 0; l < L; l++) {
+    w[l] = id++;
+    fx_alloc(&F, w[l], WCH);
+    pol_range_t r = {.alloc_id = w[l], .count = WCH, .mode = POL_ACCESS_WRITE};
+    fx_launch(&F, 1, 1, &r, 1);
+  }
+  static uint8_t down[FX_IDS][FX_CHUNKS]; /* evicted and not used since */
+  memset(down, 0, sizeof down);
+  uint64_t dead = 0, evicted = 0;
+  for (int it = 0; it < 8; it++) {
+    uint64_t a[L];
+    for (int k = 0; k < 2 * L; k++) {
+      int l = k < L ? k : 2 * L - 1 - k;
+      pol_range_t r[3];
+      uint32_t nr = 0;
+      if (k < L) {
+        a[l] = id++;
+        fx_alloc(&F, a[l], ACH);
+        r[nr++] = (pol_range_t){.alloc_id = w[l], .count = WCH, .mode = POL_ACCESS_READ};
+        r[nr++] = (pol_range_t){.alloc_id = a[l], .count = ACH, .mode = POL_ACCESS_WRITE};
+        if (l) r[nr++] = (pol_range_t){.alloc_id = a[l - 1], .count = ACH, .mode = POL_ACCESS_READ};
+      } else {
+        r[nr++] = (pol_range_t){.alloc_id = w[l], .count = WCH, .mode = POL_ACCESS_RW};
+        r[nr++] = (pol_range_t){.alloc_id = a[l], .count = ACH, .mode = POL_ACCESS_READ};
+      }
+      int n = fx_launch(&F, 10 + (uint64_t)k, 1, r, nr);
+      for (int i = 0; i < n; i++)
+        for (uint32_t c = F.act[i].index; F.act[i].op == POL_OP_EVICT && c < F.act[i].index + F.act[i].count; c++) {
+          down[F.act[i].alloc_id][c] = 1;
+          evicted += it >= 2;
+        }
+      for (uint32_t i = 0; i < nr; i++)
+        for (uint32_t c = 0; c < r[i].count; c++)
+          down[r[i].alloc_id][c] = 0;
+      if (k >= L && l + 1 < L) { /* a[l+1]'s last use was the launch before */
+        for (uint32_t c = 0; c < ACH; c++)
+          dead += it >= 2 && down[a[l + 1]][c];
+        fx_free(&F, a[l + 1]);
+      }
+    }
+    fx_free(&F, a[0]);
+  }
+  ck_assert_uint_gt(evicted, 0); /* it does not fit: something moves */
+  ck_assert_msg(dead == 0, "%llu of %llu evicted chunks were freed unread",
+                (unsigned long long)dead, (unsigned long long)evicted);
+  fx_fini(&F);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("policy_predict");
   TCase *t = tcase_create("predict");
@@ -673,6 +730,7 @@ int main(void) {
   tcase_add_test(t, no_prefetch_into_room_of_recurring_allocations);
   tcase_add_test(t, recycled_kv_blocks_keep_the_period);
   tcase_add_test(t, required_part_is_compact);
+  tcase_add_test(t, room_a_free_returns_is_not_bought_with_a_write_back);
   suite_add_tcase(s, t);
   return vx_check_run(s, 1);
 }

@@ -250,9 +250,11 @@ int rp_min_traffic(const rp_trace_t *t, uint64_t capacity, uint64_t *up, uint64_
  *          on the device at T_a is copied up (or read over the link) in
  *          between: at least U(a,b) - cap bytes;
  *   down:  every chunk written (or first touched) by launches a..b-1 and
- *          used again at or after b, but not on the device at T_b, was
- *          written back in between (managed memory keeps no other copy):
- *          at least W(a,b) - cap bytes;
+ *          still allocated at T_b (used again or not: the trace records no
+ *          host copies, so any live byte may yet be read and no exact
+ *          policy drops it), but not on the device at T_b, was written
+ *          back in between, or written over the link (managed memory keeps
+ *          no other copy): at least W(a,b) - cap bytes;
  *   compute: the kernels a..b-1 run in between.
  * T_b - T_a is at least the largest of the three; the run is at least the
  * sum over any split of the launches into such intervals, and the best
@@ -267,11 +269,14 @@ struct cut {
   uint32_t *first;        /* the first launch using each chunk */
   uint32_t *seen, *wseen; /* interval stamps: counted in U, in W */
   size_t *p0;             /* each launch's first entry in R->g */
+  size_t *f0;             /* fr[f0[j]..f0[j+1]): allocations freed after launch j */
+  uint32_t *fr;
   double *dur, *best;
 };
 
 static void cut_free(struct cut *c) {
   free(c->first), free(c->seen), free(c->wseen), free(c->p0), free(c->dur);
+  free(c->f0), free(c->fr);
   free(c->best);
 }
 
@@ -282,12 +287,16 @@ static int cut_setup(const rp_trace_t *t, const rp_model_t *m, const struct refs
   c->seen = calloc(n, sizeof *c->seen), c->wseen = calloc(n, sizeof *c->wseen);
   c->p0 = malloc((k + 1) * sizeof *c->p0), c->dur = malloc((k + 1) * sizeof *c->dur);
   c->best = calloc(k + 1, sizeof *c->best);
-  if (!c->first || !c->seen || !c->wseen || !c->p0 || !c->dur || !c->best) return -ENOMEM;
+  c->f0 = calloc(k + 1, sizeof *c->f0), c->fr = malloc((t->nal + 1) * sizeof *c->fr);
+  if (!c->first || !c->seen || !c->wseen || !c->p0 || !c->dur || !c->best || !c->f0 || !c->fr)
+    return -ENOMEM;
   memset(c->first, 0xff, n * sizeof *c->first);
-  size_t pos = 0, j = 0;
+  size_t pos = 0, j = 0, nf = 0;
   for (size_t e = 0; e < t->nev; e++) {
     const rp_event_t *ev = &t->ev[e];
+    if (ev->type == POL_TREC_FREE && j) c->fr[nf++] = ev->alloc; /* after launch j - 1 */
     if (ev->type != POL_TREC_LAUNCH) continue;
+    c->f0[j] = nf;
     uint64_t touched = 0;
     c->p0[j] = pos;
     for (; R->g[pos] != UINT32_MAX; pos++) {
@@ -299,6 +308,7 @@ static int cut_setup(const rp_trace_t *t, const rp_model_t *m, const struct refs
     c->dur[j++] = rp_launch_ns(ev, touched, m);
   }
   c->p0[j] = pos;
+  c->f0[j] = nf;
   return 0;
 }
 
@@ -317,17 +327,24 @@ static int cut_bound(const rp_trace_t *t, const rp_model_t *m, uint64_t cap, con
     uint64_t up = 0, down = 0;
     double comp = 0;
     for (size_t j = a; j < k; j++) {
-      for (size_t q = c.p0[j]; R->g[q] != UINT32_MAX; q++) /* last uses first */
-        if (R->nx[q] == UINT64_MAX && c.wseen[R->g[q]] == s) down -= R->sz[q];
       for (size_t q = c.p0[j]; R->g[q] != UINT32_MAX; q++) {
         uint32_t g = R->g[q];
         if (c.seen[g] != s) {
           c.seen[g] = s;
           if (c.first[g] < a) up += R->sz[q];
         }
-        if ((R->wr[q] || c.first[g] == j) && c.wseen[g] != s && R->nx[q] != UINT64_MAX) {
+        if ((R->wr[q] || c.first[g] == j) && c.wseen[g] != s) {
           c.wseen[g] = s;
           down += R->sz[q];
+        }
+      }
+      for (size_t f = c.f0[j]; f < c.f0[j + 1]; f++) { /* freed after j, before T_(j+1) */
+        const rp_alloc_t *al = &t->al[c.fr[f]];
+        for (uint32_t i = 0; i < al->nchunks; i++) {
+          if (c.wseen[al->base + i] != s) continue;
+          uint64_t left = al->size - (uint64_t)i * t->chunk;
+          down -= left < t->chunk ? left : t->chunk;
+          c.wseen[al->base + i] = 0;
         }
       }
       comp += c.dur[j];

@@ -451,10 +451,35 @@ static int count_refs_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, uint
   return np;
 }
 
-static void pin_to_host(ex_dev_t *d, int dev, const ex_pin_t *pin, int np, CUstream s) {
+/* The policy counts the pinned chunks on the host from the plan on; the
+ * room their moves leave is a group of the ring pushed before the plan's
+ * evictions, as the moves go down before those (exec_room.c), and counts
+ * as free before the plan (*room).  Chunks the plan itself brought up for
+ * the launch are not in it: their prefetches are dropped (translate_locked),
+ * they never took room.  Returns the group, 0 if the pins free no room.
+ * Under the device lock. */
+static uint32_t pin_room_locked(ex_dev_t *d, const pol_plan_t *pl, const ex_pin_t *pin, int np,
+                                uint64_t *room) {
+  uint64_t before = pol_room(d->pol), planned = 0;
+  for (int i = 0; i < np; i++) {
+    if (pin[i].unpin) continue;
+    for (uint32_t k = 0; k < pl->n; k++) {
+      const pol_action_t *a = &pl->actions[k];
+      if (a->op == POL_OP_PREFETCH && a->alloc_id == pin[i].id && a->index < pin[i].nchunks)
+        planned += a->count < pin[i].nchunks - a->index ? a->count : pin[i].nchunks - a->index;
+    }
+    pol_chunk_state(d->pol, pin[i].id, 0, pin[i].nchunks, POL_STATE_HOST);
+  }
+  uint64_t freed = pol_room(d->pol) - before;
+  if (freed <= planned) return 0;
+  *room += freed - planned;
+  return ex_room_add_locked(&d->room, freed - planned);
+}
+
+static void pin_to_host(int dev, const ex_pin_t *pin, int np, uint32_t group, ex_side_t *x,
+                        CUstream s) {
   CUmemLocation gpu = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
   CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
-  ex_side_t *x = ex_side_get(d);
   /* What leaves waits for the work before, and for the AHEAD prefetches
    * still bringing the allocation's chunks up (`up` is in order: all of
    * it): a chunk that landed after its move to the host stayed on the
@@ -488,16 +513,9 @@ static void pin_to_host(ex_dev_t *d, int dev, const ex_pin_t *pin, int np, CUstr
     }
     ctr_add(dev, VX_CTR_host_pins, 1);
   }
-  /* The room the pinned chunks leave is there once their move ends: a
-   * group of its own, marked after the moves (exec_room.c). */
-  uint32_t group = 0;
-  vx_mutex_lock(&d->lock, EX_RANK(d));
-  uint64_t before = d->pol ? pol_room(d->pol) : 0;
-  for (int i = 0; i < np && d->pol; i++)
-    if (!pin[i].unpin) pol_chunk_state(d->pol, pin[i].id, 0, pin[i].nchunks, POL_STATE_HOST);
-  if (d->pol && pol_room(d->pol) > before)
-    group = ex_room_add_locked(&d->room, pol_room(d->pol) - before);
-  vx_mutex_unlock(&d->lock, EX_RANK(d));
+  /* The room the pinned chunks leave is there once their move ends: its
+   * group is marked after the moves, before the plan's evictions go down.
+   * Unmarked (no side streams), a prefetch taking it waits for all. */
   if (x && group) ex_group_mark(x, group);
 }
 
@@ -569,7 +587,7 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
   uint64_t missed = 0, hits = 0;
   uint32_t wait = 0;
   int nops = 0, npin = 0;
-  uint32_t me = 0;
+  uint32_t me = 0, pin_group = 0;
   ex_pin_t pin[EX_PIN_MAX];
   vx_mutex_lock(&d->lock, EX_RANK(d));
   uint64_t room = d->pol ? pol_room(d->pol) : 0;
@@ -579,13 +597,14 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
     }
     npin =
         count_refs_locked(d, ranges, n, me, &plan, pin); /* first: their prefetches are dropped */
+    if (npin) pin_group = pin_room_locked(d, &plan, pin, npin, &room);
     nops = translate_locked(d, &plan, ops, &missed);
     waits_locked(d, ops, nops, room);
   }
   vx_mutex_unlock(&d->lock, EX_RANK(d));
   if (me) ex_pending = (ex_pend_t){.d = d, .seq = me, .stream = stream};
   count_use(dev, hits, missed);
-  if (npin) pin_to_host(d, dev, pin, npin, stream);
+  if (npin) pin_to_host(dev, pin, npin, pin_group, ex_side_get(d), stream);
   if (!nops && !wait) return CUDA_SUCCESS;
   if (wait) ex_side_wait(d, wait, stream);
   ex_run_plan(d, dev, ops, nops, stream);

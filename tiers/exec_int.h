@@ -75,15 +75,13 @@ typedef struct ex_side {
  * a plan's REQUIRED evictions one per EX_REQ_SLICE chunks), each group's end marked by an event on
  * `down`.  Counted in chunks, under the device lock. */
 typedef struct ex_room {
-  uint64_t planned;   /* chunks evictions were planned to free */
-  uint64_t taken;     /* of those, chunks prefetches were given */
-  uint32_t group;     /* eviction groups numbered */
-  uint32_t head, n;   /* pend[]: a ring of groups with room not all taken */
-  uint32_t unordered; /* of those, pins' (exec_room.c) */
+  uint64_t planned; /* chunks evictions were planned to free */
+  uint64_t taken;   /* of those, chunks prefetches were given */
+  uint32_t group;   /* eviction groups numbered */
+  uint32_t head, n; /* pend[]: a ring of groups with room not all taken */
   struct {
     uint64_t hi; /* `planned` at the group's end */
     uint32_t group;
-    uint8_t unordered; /* a pin's: counted after what went down after it */
   } pend[EX_PEND];
 } ex_room_t;
 
@@ -156,7 +154,8 @@ uint64_t ex_start_end(const ex_alloc_t *e, uint64_t off, uint64_t now);
 /* Numbers the plan's eviction groups and gives each prefetch the group it
  * waits for; `free_before` is the policy's free room before the plan. */
 void ex_room_plan_locked(ex_room_t *r, ex_op_t *ops, int n, uint64_t free_before);
-/* `chunks` more leave the device in a new group (a pin's move); returns it. */
+/* `chunks` more leave the device in a new group (a pin's move, issued on
+ * `down` before any eviction planned after this call); returns it. */
 uint32_t ex_room_add_locked(ex_room_t *r, uint64_t chunks);
 
 #endif

@@ -14,9 +14,12 @@
  * its last chunk.
  *
  * That needs the ring's order to be `down`'s.  A pin's move goes down
- * before the evictions of the plan made with it but is counted after them:
- * while one is in the ring, a prefetch that takes room waits for all of
- * `down` (pins are rare).  Room the policy does not know of (the driver
+ * before the evictions of the plan made with it, and its room is pushed
+ * before theirs (exec.c: pin_room_locked).  (It used to be pushed after
+ * them, and while a pin was in the ring every prefetch that took room
+ * waited for all of `down`: vx play of moe, whose experts are pinned,
+ * stalled each iteration's first launches behind 8 ms of write-backs made
+ * ahead of need.)  Room the policy does not know of (the driver
  * made it, a fault took it) makes the count wrong either way, as it did
  * before: too little free room adds waits; too much lets a prefetch start
  * before its room is there, and the driver evicts for it as for any
@@ -24,18 +27,15 @@
 #include "exec_int.h"
 
 static void pend_pop(ex_room_t *r) {
-  if (r->pend[r->head].unordered) r->unordered--;
   r->head = (r->head + 1) % EX_PEND;
   r->n--;
 }
 
-static void pend_push(ex_room_t *r, uint32_t group, int unordered) {
+static void pend_push(ex_room_t *r, uint32_t group) {
   if (r->n == EX_PEND) pend_pop(r); /* forgotten: who takes its room waits for a later group */
   unsigned at = (r->head + r->n++) % EX_PEND;
   r->pend[at].hi = r->planned;
   r->pend[at].group = group;
-  r->pend[at].unordered = (uint8_t)unordered;
-  r->unordered += unordered ? 1 : 0;
 }
 
 static uint32_t group_new(ex_room_t *r) {
@@ -45,13 +45,13 @@ static uint32_t group_new(ex_room_t *r) {
 }
 
 /* The group whose end gives a prefetch the room up to `taken`; EX_ROOM_ALL
- * when that is not known (forgotten, a pin in the ring, or the policy's
- * count ahead of the plans'). */
+ * when that is not known (forgotten, or the policy's count ahead of the
+ * plans'). */
 static uint32_t take(ex_room_t *r) {
   while (r->n && r->pend[r->head].hi < r->taken)
     pend_pop(r);
   if (!r->n) return EX_ROOM_ALL;
-  uint32_t g = r->unordered ? EX_ROOM_ALL : r->pend[r->head].group;
+  uint32_t g = r->pend[r->head].group;
   if (r->pend[r->head].hi == r->taken) pend_pop(r); /* all of its room is given */
   return g;
 }
@@ -87,11 +87,11 @@ void ex_room_plan_locked(ex_room_t *r, ex_op_t *ops, int n, uint64_t free_before
         if (r->n && r->pend[last].group == req_group)
           r->pend[last].hi = r->planned;
         else
-          pend_push(r, req_group, 0);
+          pend_push(r, req_group);
         o->group = req_group;
       } else {
         o->group = group_new(r);
-        pend_push(r, o->group, 0);
+        pend_push(r, o->group);
       }
     } else if (o->op == POL_OP_PREFETCH) {
       uint64_t need = o->count, free = need < now ? need : now;
@@ -107,6 +107,6 @@ void ex_room_plan_locked(ex_room_t *r, ex_op_t *ops, int n, uint64_t free_before
 uint32_t ex_room_add_locked(ex_room_t *r, uint64_t chunks) {
   uint32_t g = group_new(r);
   r->planned += chunks;
-  pend_push(r, g, 1);
+  pend_push(r, g);
   return g;
 }

@@ -113,20 +113,25 @@ START_TEST(big_prefetch_waits_for_last_room) {
 }
 END_TEST
 
-/* A pin's move is counted after the evictions planned with it although it
- * went down before them: while one is in the ring, waits are for all. */
-START_TEST(pin_waits_for_all) {
+/* A pin's move goes down before the evictions of the plan made with it,
+ * and its room is counted before theirs: a prefetch takes the pin's room
+ * first and waits for the pin's group alone, then the plan's evictions'. */
+START_TEST(pin_counted_in_down_order) {
   ex_op_t a[] = {evict(POL_AHEAD)};
   ex_room_plan_locked(&R, a, 1, 0);
+  ex_op_t a2[] = {fetch(POL_AHEAD, 1)}; /* a's room taken */
+  ex_room_plan_locked(&R, a2, 1, 1);
+  ck_assert_uint_eq(a2[0].room, a[0].group);
   uint32_t pin = ex_room_add_locked(&R, 2);
   ck_assert_uint_gt(pin, a[0].group);
-  ex_op_t b[] = {fetch(POL_AHEAD, 1), fetch(POL_AHEAD, 1), fetch(POL_AHEAD, 1)};
-  ex_room_plan_locked(&R, b, 3, 3);
-  for (int i = 0; i < 3; i++)
-    ck_assert_uint_eq(b[i].room, EX_ROOM_ALL);
-  ex_op_t c[] = {evict(POL_AHEAD), fetch(POL_AHEAD, 1)}; /* the pin's room is all taken */
-  ex_room_plan_locked(&R, c, 2, 0);
-  ck_assert_uint_eq(c[1].room, c[0].group);
+  ex_op_t b[] = {evict(POL_AHEAD), fetch(POL_AHEAD, 1), fetch(POL_AHEAD, 1),
+                 fetch(POL_AHEAD, 1)};
+  ex_room_plan_locked(&R, b, 4, 2); /* the policy counts the pin's two chunks free */
+  ck_assert_uint_eq(b[1].room, pin);
+  ck_assert_uint_eq(b[2].room, pin);
+  ck_assert_uint_eq(b[3].room, b[0].group); /* past the pin's room: the plan's eviction */
+  for (int i = 1; i < 4; i++)
+    ck_assert_uint_ne(b[i].room, EX_ROOM_ALL);
 }
 END_TEST
 
@@ -213,7 +218,7 @@ int main(void) {
   tcase_add_test(tc, ahead_evictions_give_room_oldest_first);
   tcase_add_test(tc, room_taken_back_waits_later);
   tcase_add_test(tc, big_prefetch_waits_for_last_room);
-  tcase_add_test(tc, pin_waits_for_all);
+  tcase_add_test(tc, pin_counted_in_down_order);
   tcase_add_test(tc, spills_and_dropped_ops);
   tcase_add_test(tc, ring_overflow_waits_later);
   tcase_add_test(tc, random_plans_stay_in_budget);

@@ -171,6 +171,14 @@ static inline int fx_launch(struct fx *f, uint64_t kernel, uint64_t stream, cons
   return n;
 }
 
+/* Allocation id of `chunks` chunks, made and written whole by its
+ * initialising launch (kernel 1, stream 1), as a program's weights are. */
+static inline void fx_made(struct fx *f, uint64_t id, uint32_t chunks) {
+  fx_alloc(f, id, chunks);
+  pol_range_t r = {.alloc_id = id, .count = chunks, .mode = POL_ACCESS_WRITE};
+  fx_launch(f, 1, 1, &r, 1);
+}
+
 static inline double fx_coverage(const struct fx *f) {
   return f->used ? (double)f->covered / (double)f->used : 1.0;
 }

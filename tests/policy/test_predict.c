@@ -257,9 +257,7 @@ END_TEST
 
 START_TEST(freed_chunks_dropped_not_written_back) {
   fx_init(&F, POL_PREDICT, 4);
-  fx_alloc(&F, 1, 3);
-  pol_range_t r = {.alloc_id = 1, .count = 3, .mode = POL_ACCESS_WRITE};
-  fx_launch(&F, 1, 1, &r, 1);
+  fx_made(&F, 1, 3);
   fx_free(&F, 1); /* asserts DROP only, exactly the resident chunks */
   fx_alloc(&F, 2, 4);
   pol_range_t r2 = {.alloc_id = 2, .count = 4, .mode = POL_ACCESS_WRITE};
@@ -424,9 +422,7 @@ START_TEST(write_only_ranges_never_prefetched) {
   enum { OUT = 1, W0 = 2 };
   fx_alloc(&F, OUT, 2);
   for (uint64_t id = W0; id < W0 + 6; id++) {
-    fx_alloc(&F, id, 2);
-    pol_range_t r = {.alloc_id = id, .count = 2, .mode = POL_ACCESS_WRITE};
-    fx_launch(&F, 1, 1, &r, 1);
+    fx_made(&F, id, 2);
   }
   uint64_t nodata = 0;
   for (int it = 0; it < 6; it++) {
@@ -462,9 +458,7 @@ START_TEST(required_part_is_compact) {
   fx_init(&F, POL_PREDICT, 64);
   enum { BIG = 1, SMALL0 = 2 };
   for (uint64_t id = SMALL0; id < SMALL0 + 16; id++) { /* 16 x 4 chunks fill the device */
-    fx_alloc(&F, id, 4);
-    pol_range_t r = {.alloc_id = id, .count = 4, .mode = POL_ACCESS_WRITE};
-    fx_launch(&F, 1, 1, &r, 1);
+    fx_made(&F, id, 4);
   }
   for (uint64_t id = SMALL0 + 15; id >= SMALL0; id--) { /* used last to first */
     pol_range_t r = {.alloc_id = id, .count = 4, .mode = POL_ACCESS_READ};
@@ -502,9 +496,7 @@ START_TEST(growing_kv_cache_keeps_matching) {
   fx_alloc(&F, x, 1);
   for (int l = 0; l < LAYERS; l++) {
     w[l] = id++;
-    fx_alloc(&F, w[l], WCH);
-    pol_range_t r = {.alloc_id = w[l], .count = WCH, .mode = POL_ACCESS_WRITE};
-    fx_launch(&F, 1, 1, &r, 1);
+    fx_made(&F, w[l], WCH);
     kv[l] = id++;
     fx_alloc(&F, kv[l], KV0);
     pol_range_t r2 = {.alloc_id = kv[l], .count = KV0, .mode = POL_ACCESS_WRITE};
@@ -556,9 +548,7 @@ START_TEST(recycled_kv_blocks_keep_the_period) {
   fx_alloc(&F, x, 1);
   for (int l = 0; l < LAYERS; l++) {
     w[l] = id++;
-    fx_alloc(&F, w[l], WCH);
-    pol_range_t r = {.alloc_id = w[l], .count = WCH, .mode = POL_ACCESS_WRITE};
-    fx_launch(&F, 1, 1, &r, 1);
+    fx_made(&F, w[l], WCH);
   }
   for (int i = 0; i < POOL; i++)
     fx_alloc(&F, pool[i] = id++, 1);
@@ -601,9 +591,7 @@ START_TEST(no_prefetch_into_room_of_recurring_allocations) {
   uint64_t id = 1, w[NW];
   for (int l = 0; l < NW; l++) {
     w[l] = id++;
-    fx_alloc(&F, w[l], WCH);
-    pol_range_t r = {.alloc_id = w[l], .count = WCH, .mode = POL_ACCESS_WRITE};
-    fx_launch(&F, 1, 1, &r, 1);
+    fx_made(&F, w[l], WCH);
   }
   static uint8_t pending[FX_IDS][FX_CHUNKS];
   memset(pending, 0, sizeof pending);
@@ -661,9 +649,7 @@ START_TEST(room_a_free_returns_is_not_bought_with_a_write_back) {
   uint64_t id = 1, w[L];
   for (int l = 0; l < L; l++) {
     w[l] = id++;
-    fx_alloc(&F, w[l], WCH);
-    pol_range_t r = {.alloc_id = w[l], .count = WCH, .mode = POL_ACCESS_WRITE};
-    fx_launch(&F, 1, 1, &r, 1);
+    fx_made(&F, w[l], WCH);
   }
   static uint8_t down[FX_IDS][FX_CHUNKS]; /* evicted and not used since */
   memset(down, 0, sizeof down);

@@ -43,13 +43,23 @@ int plan_emit_alloc(pol_plan_t *plan, int op, int when, const struct pol_arec *a
   return 0;
 }
 
-uint64_t pol_plan_ups(const pol_plan_t *plan, uint64_t alloc_id, int when) {
+/* PREFETCH chunks of alloc_id in plan: at `when` (any when < 0), and with
+ * POL_ACT_NODATA ones only if `nodata`. */
+static uint64_t prefetched(const pol_plan_t *plan, uint64_t alloc_id, int when, int nodata) {
   uint64_t n = 0;
   for (uint32_t i = 0; i < plan->n; i++) {
     const pol_action_t *a = &plan->actions[i];
-    if (a->alloc_id == alloc_id && a->op == POL_OP_PREFETCH && a->when == when &&
-        !(a->flags & POL_ACT_NODATA))
+    if (a->alloc_id == alloc_id && a->op == POL_OP_PREFETCH && (when < 0 || a->when == when) &&
+        (nodata || !(a->flags & POL_ACT_NODATA)))
       n += a->count;
   }
   return n;
+}
+
+uint64_t pol_plan_ups(const pol_plan_t *plan, uint64_t alloc_id, int when) {
+  return prefetched(plan, alloc_id, when, 0);
+}
+
+uint64_t pol_plan_resident(const pol_plan_t *plan, uint64_t alloc_id) {
+  return prefetched(plan, alloc_id, -1, 1);
 }

@@ -205,6 +205,10 @@ enum {
  * actions without POL_ACT_NODATA) at `when` (POL_REQUIRED or POL_AHEAD). */
 uint64_t pol_plan_ups(const pol_plan_t *plan, uint64_t alloc_id, int when);
 
+/* Chunks of allocation alloc_id that plan makes resident: every PREFETCH
+ * action, REQUIRED or AHEAD, with data or not. */
+uint64_t pol_plan_resident(const pol_plan_t *plan, uint64_t alloc_id);
+
 /* Tells the policy what really happened to chunks [first, first+count).
  * Returns 0, -ENOENT for an unknown allocation, -EINVAL for a bad state or a
  * range outside the allocation. */

@@ -463,11 +463,7 @@ static uint32_t pin_room_locked(ex_dev_t *d, const pol_plan_t *pl, const ex_pin_
   uint64_t before = pol_room(d->pol), planned = 0;
   for (int i = 0; i < np; i++) {
     if (pin[i].unpin) continue;
-    for (uint32_t k = 0; k < pl->n; k++) {
-      const pol_action_t *a = &pl->actions[k];
-      if (a->op == POL_OP_PREFETCH && a->alloc_id == pin[i].id && a->index < pin[i].nchunks)
-        planned += a->count < pin[i].nchunks - a->index ? a->count : pin[i].nchunks - a->index;
-    }
+    planned += pol_plan_resident(pl, pin[i].id);
     pol_chunk_state(d->pol, pin[i].id, 0, pin[i].nchunks, POL_STATE_HOST);
   }
   uint64_t freed = pol_room(d->pol) - before;

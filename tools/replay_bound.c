@@ -173,10 +173,15 @@ static uint64_t min_down(const rp_trace_t *t, uint64_t cap, const struct refs *R
   return bytes;
 }
 
+/* Bytes of chunk i of allocation a (a tail chunk is shorter). */
+static uint64_t alloc_chunk_bytes(const rp_trace_t *t, const rp_alloc_t *a, uint32_t i) {
+  uint64_t left = a->size - (uint64_t)i * t->chunk;
+  return left < t->chunk ? left : t->chunk;
+}
+
 static uint64_t chunk_bytes(const rp_trace_t *t, uint32_t g, const uint32_t *owner) {
   const rp_alloc_t *a = &t->al[owner[g]];
-  uint64_t left = a->size - (g - a->base) * t->chunk;
-  return left < t->chunk ? left : t->chunk;
+  return alloc_chunk_bytes(t, a, (uint32_t)(g - a->base));
 }
 
 static int refs_build(const rp_trace_t *t, struct refs *R) {
@@ -342,8 +347,7 @@ static int cut_bound(const rp_trace_t *t, const rp_model_t *m, uint64_t cap, con
         const rp_alloc_t *al = &t->al[c.fr[f]];
         for (uint32_t i = 0; i < al->nchunks; i++) {
           if (c.wseen[al->base + i] != s) continue;
-          uint64_t left = al->size - (uint64_t)i * t->chunk;
-          down -= left < t->chunk ? left : t->chunk;
+          down -= alloc_chunk_bytes(t, al, i);
           c.wseen[al->base + i] = 0;
         }
       }

@@ -4,6 +4,8 @@
 #include "ptrref.h"
 #include "spill.h"
 #include "spill_order.h"
+#include "trace.h"
+#include "trace_rec.h"
 #include "vx.h"
 
 /* While the tier is off (the usual case) a hook is VX_ENTER, one relaxed
@@ -70,17 +72,33 @@ static inline CUresult htod_done(CUresult r, int pinned, CUdeviceptr dst, const 
   return finish_on(r, pinned, s);
 }
 
+/* VX_TRACE: the copy as a COPY record (policy/TRACE.md), once enqueued;
+ * not while a capture may be on (a captured copy runs in a graph launch). */
+static inline CUresult traced(CUresult r, int on, CUdeviceptr d, size_t n, uint32_t dir, CUstream s,
+                              int sync) {
+  if (on && r == CUDA_SUCCESS && trace_rec_on() && !vx_capture_active())
+    trace_rec_copy(d, n, dir, s, sync);
+  return r;
+}
+
+#define S_SYNC 1
+#define A_SYNC 0
+
 #define HTOD(name, K)                                                                              \
   CUresult name(CUdeviceptr dst, const void *src, size_t n K##_PARAMS) {                           \
     VX_ENTER(on);                                                                                  \
     GUARD(1, dst, n);                                                                              \
-    return htod_done(VX_CALL(name, dst, src, n K##_ARGS), pinned_, dst, src, n, K##_STREAM);       \
+    CUresult r = traced(VX_CALL(name, dst, src, n K##_ARGS), on, dst, n, POL_COPY_HTOD,            \
+                        K##_STREAM, K##_SYNC);                                                     \
+    return htod_done(r, pinned_, dst, src, n, K##_STREAM);                                         \
   }
 #define DTOH(name, K)                                                                              \
   CUresult name(void *dst, CUdeviceptr src, size_t n K##_PARAMS) {                                 \
     VX_ENTER(on);                                                                                  \
     GUARD(1, src, n);                                                                              \
-    return finish_on(VX_CALL(name, dst, src, n K##_ARGS), pinned_, K##_STREAM);                    \
+    CUresult r = traced(VX_CALL(name, dst, src, n K##_ARGS), on, src, n, POL_COPY_DTOH,            \
+                        K##_STREAM, K##_SYNC);                                                     \
+    return finish_on(r, pinned_, K##_STREAM);                                                      \
   }
 #define DTOD(name, K)                                                                              \
   CUresult name(CUdeviceptr dst, CUdeviceptr src, size_t n K##_PARAMS) {                           \

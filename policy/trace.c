@@ -13,6 +13,7 @@ enum {
   ALLOC_LEN = 40,
   FREE_LEN = 16,
   LAUNCH_LEN = 40,
+  COPY_LEN = 56,
   RANGE_LEN = 24,
 };
 
@@ -104,6 +105,8 @@ static size_t payload_len(const pol_trace_rec_t *r) {
     return FREE_LEN;
   case POL_TREC_LAUNCH:
     return LAUNCH_LEN + (size_t)RANGE_LEN * r->nranges;
+  case POL_TREC_COPY:
+    return COPY_LEN;
   default:
     return 0;
   }
@@ -113,8 +116,13 @@ size_t pol_trace_rec_size(const pol_trace_rec_t *r) {
   return REC_HEAD + payload_len(r);
 }
 
+static int copy_ok(uint64_t bytes, uint32_t dir) {
+  return bytes && (dir == POL_COPY_HTOD || dir == POL_COPY_DTOH);
+}
+
 static int rec_valid(const pol_trace_rec_t *r) {
   if (r->type == POL_TREC_ALLOC) return r->size != 0;
+  if (r->type == POL_TREC_COPY) return copy_ok(r->bytes, r->dir);
   if (r->type == POL_TREC_FREE) return 1;
   if (r->type != POL_TREC_LAUNCH || r->nranges > POL_TRACE_MAX_RANGES || (r->nranges && !r->ranges))
     return 0;
@@ -150,6 +158,17 @@ int pol_trace_encode(void *vbuf, size_t cap, const pol_trace_rec_t *r) {
   put32(b + 4, (uint32_t)(n - REC_HEAD));
   if (r->type == POL_TREC_LAUNCH) {
     encode_launch(d, r);
+    return (int)n;
+  }
+  if (r->type == POL_TREC_COPY) {
+    put64(d, r->time);
+    put64(d + 8, r->stream);
+    put64(d + 16, r->alloc_id);
+    put64(d + 24, r->offset);
+    put64(d + 32, r->bytes);
+    put32(d + 40, r->device);
+    put32(d + 44, r->dir);
+    put32(d + 48, r->flags);
     return (int)n;
   }
   put64(d, r->time);
@@ -198,6 +217,20 @@ static int decode_alloc_free(const pol_trace_reader_t *rd, const uint8_t *d, uin
   return rec->size && rec->device < rd->hdr.device_count ? 1 : -ERANGE;
 }
 
+static int decode_copy(const pol_trace_reader_t *rd, const uint8_t *d, uint32_t len,
+                       pol_trace_rec_t *rec) {
+  if (len != COPY_LEN) return -ERANGE;
+  rec->time = get64(d);
+  rec->stream = get64(d + 8);
+  rec->alloc_id = get64(d + 16);
+  rec->offset = get64(d + 24);
+  rec->bytes = get64(d + 32);
+  rec->device = get32(d + 40);
+  rec->dir = get32(d + 44);
+  rec->flags = get32(d + 48);
+  return copy_ok(rec->bytes, rec->dir) && rec->device < rd->hdr.device_count ? 1 : -ERANGE;
+}
+
 int pol_trace_next(pol_trace_reader_t *rd, pol_trace_rec_t *rec, pol_range_t *ranges,
                    uint32_t cap) {
   if (!rd || !rec || !rd->buf) return -EINVAL;
@@ -215,6 +248,8 @@ int pol_trace_next(pol_trace_reader_t *rd, pol_trace_rec_t *rec, pol_range_t *ra
       r = decode_launch(rd, h + REC_HEAD, len, rec, ranges, cap);
     else if (type == POL_TREC_ALLOC || type == POL_TREC_FREE)
       r = decode_alloc_free(rd, h + REC_HEAD, len, type, rec);
+    else if (type == POL_TREC_COPY)
+      r = decode_copy(rd, h + REC_HEAD, len, rec);
     else
       r = 2; /* unknown: skip */
     if (r < 0) return r;

@@ -17,7 +17,11 @@ extern "C" {
 #define POL_TRACE_MAX_RANGES 4096 /* ranges of one LAUNCH record */
 #define POL_TRACE_MAX_RECORD (1u << 20)
 
-enum { POL_TREC_ALLOC = 1, POL_TREC_FREE = 2, POL_TREC_LAUNCH = 3 };
+enum { POL_TREC_ALLOC = 1, POL_TREC_FREE = 2, POL_TREC_LAUNCH = 3, POL_TREC_COPY = 4 };
+
+/* COPY: which way the bytes cross the link, and how the host waited. */
+enum { POL_COPY_HTOD = 1, POL_COPY_DTOH = 2 };
+#define POL_COPY_SYNC 1u /* flags: the host waited for the copy (a synchronous form) */
 
 typedef struct pol_trace_header {
   uint32_t version;      /* POL_TRACE_VERSION (set by the reader; the writer writes its own) */
@@ -30,13 +34,16 @@ typedef struct pol_trace_rec {
   uint32_t type;   /* POL_TREC_* */
   uint32_t device; /* < device_count */
   uint64_t time;   /* host nanoseconds, monotonic */
-  /* ALLOC, FREE */
+  /* ALLOC, FREE, COPY */
   uint64_t alloc_id;
   /* ALLOC */
   uint64_t addr, size;
-  uint32_t flags;
-  /* LAUNCH */
+  uint32_t flags; /* ALLOC: 1 = native; COPY: POL_COPY_SYNC */
+  /* LAUNCH, COPY */
   uint64_t kernel, stream;
+  /* COPY: bytes [offset, offset + bytes) of allocation alloc_id, direction dir */
+  uint64_t offset, bytes;
+  uint32_t dir;
   uint64_t dur_ns; /* measured or modelled kernel time, 0 = unknown */
   uint32_t nranges;
   pol_range_t *ranges;
@@ -51,8 +58,8 @@ int pol_trace_write_header(void *buf, size_t cap, const pol_trace_header_t *h);
 /* Bytes record r takes once encoded. */
 size_t pol_trace_rec_size(const pol_trace_rec_t *r);
 /* Appends one record.  Returns the bytes written, -EINVAL for an unknown type,
- * size 0, nranges > POL_TRACE_MAX_RANGES, a range with count 0, first+count
- * past 2^32 or mode > 3; -ENOSPC if cap is too small (nothing written). */
+ * size 0 (ALLOC) or bytes 0 or an unknown dir (COPY), nranges > POL_TRACE_MAX_RANGES, a range with
+ * count 0, first+count past 2^32 or mode > 3; -ENOSPC if cap is too small (nothing written). */
 int pol_trace_encode(void *buf, size_t cap, const pol_trace_rec_t *r);
 
 typedef struct pol_trace_reader {

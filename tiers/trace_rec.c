@@ -147,6 +147,21 @@ void trace_rec_launch(int dev, uint64_t kernel, uint64_t stream, const pol_range
   record(&r);
 }
 
+void trace_rec_copy(CUdeviceptr dptr, size_t n, uint32_t dir, CUstream s, int sync) {
+  vx_alloc_info_t a;
+  if (!n || !trace_rec_on() || reg_lookup(dptr, &a) || !a.id) return;
+  if (dptr - a.base >= a.size || n > a.size - (dptr - a.base)) return; /* the driver refused it */
+  pol_trace_rec_t r = {.type = POL_TREC_COPY,
+                       .device = (uint32_t)a.dev,
+                       .stream = (uint64_t)(uintptr_t)s,
+                       .alloc_id = a.id,
+                       .offset = dptr - a.base,
+                       .bytes = n,
+                       .dir = dir,
+                       .flags = sync ? POL_COPY_SYNC : 0};
+  record(&r);
+}
+
 void trace_rec_fini(void) {
   vx_mutex_lock(&tr_lock, VX_RANK_TRACE);
   if (tr_fd >= 0) {

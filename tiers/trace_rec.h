@@ -3,6 +3,7 @@
 #ifndef VX_TIERS_TRACE_REC_H
 #define VX_TIERS_TRACE_REC_H
 
+#include <cuda.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,11 @@ int trace_rec_on(void);
 void trace_rec_alloc(int dev, uint64_t id, uint64_t addr, uint64_t size, uint32_t flags);
 void trace_rec_free(int dev, uint64_t id);
 void trace_rec_launch(int dev, uint64_t kernel, uint64_t stream, const pol_range_t *r, uint32_t n);
+/* A copy of n bytes at dptr enqueued on s, dir POL_COPY_HTOD (dptr is
+ * written) or POL_COPY_DTOH; sync: the host waits for it.  Recorded when
+ * dptr lies in an allocation vx tracks (the registry's lookup, before the
+ * trace lock). */
+void trace_rec_copy(CUdeviceptr dptr, size_t n, uint32_t dir, CUstream s, int sync);
 
 /* Writes what is buffered, the final per-device capacities into the header,
  * and closes the file; recording stops.  Safe to call twice. */

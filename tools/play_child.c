@@ -28,6 +28,10 @@
   X(cuStreamCreate, CUresult (*)(CUstream *, unsigned))                                            \
   X(cuMemAlloc_v2, CUresult (*)(CUdeviceptr *, size_t))                                            \
   X(cuMemFree_v2, CUresult (*)(CUdeviceptr))                                                       \
+  X(cuMemAllocHost_v2, CUresult (*)(void **, size_t))                                              \
+  X(cuMemcpyHtoDAsync_v2, CUresult (*)(CUdeviceptr, const void *, size_t, CUstream))               \
+  X(cuMemcpyDtoHAsync_v2, CUresult (*)(void *, CUdeviceptr, size_t, CUstream))                     \
+  X(cuStreamSynchronize, CUresult (*)(CUstream))                                                   \
   X(cuEventCreate, CUresult (*)(CUevent *, unsigned))                                              \
   X(cuEventRecord, CUresult (*)(CUevent, CUstream))                                                \
   X(cuEventSynchronize, CUresult (*)(CUevent))                                                     \
@@ -225,6 +229,8 @@ typedef struct player {
   CUevent *done;  /* ring of ahead events, one recorded after each launch */
   size_t nlaunched;
   uint64_t compute_ns; /* the kernel times declared, summed */
+  void *host;          /* pinned bounce buffer of the trace's copies */
+  size_t host_len;
 } player;
 
 static pqueue *stream_of(player *P, uint64_t id) {
@@ -300,6 +306,47 @@ static int play_launch(player *P, const rp_event_t *ev) {
   return 0;
 }
 
+/* The copies go through one pinned buffer of at most PLAY_HOST_MAX bytes, a
+ * bigger copy as several back to back on its stream (the link time is the
+ * same, and a trace's weight loads need not fit in host memory). */
+#define PLAY_HOST_MAX ((size_t)64 << 20)
+
+static int make_host(player *P) {
+  const rp_trace_t *t = P->t;
+  size_t want = 0;
+  for (size_t i = 0; i < t->nev; i++)
+    if (t->ev[i].type == POL_TREC_COPY && t->ev[i].bytes > want) want = t->ev[i].bytes;
+  if (!want) return 0;
+  P->host_len = want < PLAY_HOST_MAX ? want : PLAY_HOST_MAX;
+  if (drv.cuMemAllocHost_v2(&P->host, P->host_len) != CUDA_SUCCESS) {
+    fprintf(stderr, "vx play: cuMemAllocHost_v2(%zu) failed\n", P->host_len);
+    return -ENOMEM;
+  }
+  return 0;
+}
+
+static int play_copy(player *P, const rp_event_t *ev) {
+  CUdeviceptr base = P->ptr[ev->alloc];
+  pqueue *q = stream_of(P, ev->stream);
+  if (!base || !q) return -EIO;
+  for (uint64_t done = 0; done < ev->bytes;) {
+    size_t n = ev->bytes - done < P->host_len ? (size_t)(ev->bytes - done) : P->host_len;
+    CUdeviceptr d = base + ev->off + done;
+    CUresult r = ev->dir == POL_COPY_HTOD ? drv.cuMemcpyHtoDAsync_v2(d, P->host, n, q->s)
+                                          : drv.cuMemcpyDtoHAsync_v2(P->host, d, n, q->s);
+    if (r != CUDA_SUCCESS) {
+      fprintf(stderr, "vx play: a copy of %zu bytes failed (%d)\n", n, (int)r);
+      return -EIO;
+    }
+    done += n;
+  }
+  if (ev->flags & POL_COPY_SYNC && drv.cuStreamSynchronize(q->s) != CUDA_SUCCESS) {
+    fprintf(stderr, "vx play: cuStreamSynchronize failed\n");
+    return -EIO;
+  }
+  return 0;
+}
+
 static int play_events(player *P) {
   const rp_trace_t *t = P->t;
   for (size_t i = 0; i < t->nev; i++) {
@@ -319,6 +366,8 @@ static int play_events(player *P) {
         fprintf(stderr, "vx play: cuMemFree_v2 failed (%d)\n", (int)r);
         return -EIO;
       }
+    } else if (ev->type == POL_TREC_COPY) {
+      if (play_copy(P, ev) < 0) return -EIO;
     } else if (play_launch(P, ev) < 0) {
       return -EIO;
     }
@@ -387,7 +436,7 @@ int vx_play_child(const char *path, unsigned ahead) {
   P.pval = calloc(maxr, sizeof *P.pval);
   int rc = 1;
   if (P.ptr && P.pv && P.pval && load_driver() == 0 && setup() == 0 &&
-      make_kernels(&t, &P.kerns) == 0 && make_events(&P) == 0) {
+      make_kernels(&t, &P.kerns) == 0 && make_events(&P) == 0 && make_host(&P) == 0) {
     drv.simcuda_reset_stats();
     simcuda_stats_t st;
     if (play_events(&P) == 0 && drv.simcuda_get_stats(0, &st) == 0) {

@@ -22,12 +22,14 @@ typedef struct rp_event {
   uint64_t time, dur, kernel, stream;
   uint64_t r0; /* LAUNCH: first range in ranges[] */
   uint32_t nr;
+  uint32_t dir, flags; /* COPY: POL_COPY_HTOD or _DTOH; POL_COPY_SYNC */
+  uint64_t off, bytes; /* COPY: of allocation `alloc`, within it */
 } rp_event_t;
 
 typedef struct rp_trace {
   uint64_t chunk, capacity; /* from the header (or overridden) */
   rp_event_t *ev;
-  size_t nev, nlaunch;
+  size_t nev, nlaunch, ncopy;
   rp_alloc_t *al;
   size_t nal;
   pol_range_t *rg;    /* launch ranges, with the trace's allocation ids */
@@ -40,8 +42,8 @@ typedef struct rp_trace {
 /* Loads an encoded trace.  chunk != 0 re-expresses ranges in chunks of that
  * size.  Only device 0 is replayed (other devices' records are skipped).
  * Returns 0, or a negative errno with a one-line reason in err: the trace
- * decoder's codes, -EINVAL for a FREE or LAUNCH of an unknown allocation or a
- * duplicate live id, -ENOMEM. */
+ * decoder's codes, -EINVAL for a FREE, LAUNCH or COPY of an unknown
+ * allocation, a COPY past its allocation's end or a duplicate live id, -ENOMEM. */
 int rp_trace_load(rp_trace_t *t, const void *buf, size_t len, uint64_t chunk, char *err,
                   size_t errlen);
 void rp_trace_free(rp_trace_t *t);

@@ -374,7 +374,8 @@ int rp_cut_bound(const rp_trace_t *t, const rp_model_t *m, double *out_s) {
 
 /* A lower bound on every policy's total time in this model: compute cannot go
  * faster than with infinite memory, each copy engine (the link is full
- * duplex) must carry at least MIN's transfers in its direction, and no cut
+ * duplex) must carry at least MIN's transfers in its direction and the
+ * program's copies, and no cut
  * between launches can be crossed sooner than cut_bound says. */
 int rp_run_bound(const rp_trace_t *t, const rp_model_t *m, rp_result_t *out) {
   rp_result_t inf;
@@ -382,6 +383,14 @@ int rp_run_bound(const rp_trace_t *t, const rp_model_t *m, rp_result_t *out) {
   uint64_t up = 0, down = 0;
   if (!r) r = rp_min_traffic(t, m->capacity, &up, &down);
   if (r < 0) return r;
+  /* the program's own copies hold the same engines in every policy */
+  for (size_t i = 0; i < t->nev; i++)
+    if (t->ev[i].type == POL_TREC_COPY) {
+      if (t->ev[i].dir == POL_COPY_HTOD)
+        up += t->ev[i].bytes;
+      else
+        down += t->ev[i].bytes;
+    }
   double link_up = (double)up / m->link_bps, link_down = (double)down / m->link_bps;
   double link = link_up > link_down ? link_up : link_down;
   out->compute_s = inf.compute_s;

@@ -669,6 +669,36 @@ static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
   finish(e, ev, end);
 }
 
+/* A COPY: on its stream's timeline and its direction's copy engine, for
+ * every policy alike; it moves no chunk (the simulator writes or reads a
+ * managed chunk where it is), populates never-touched chunks on the host
+ * and dirties the device chunks it writes.  A synchronous one holds the
+ * host until it ends. */
+static void on_copy(struct eng *e, const rp_event_t *ev) {
+  double T = e->t_issue > e->prev_start ? e->t_issue : e->prev_start;
+  double *sf = stream_free(e, ev->stream);
+  double *eng = ev->dir == POL_COPY_HTOD ? &e->h2d_free : &e->d2h_free;
+  double start = rp_max3(T, *sf, *eng);
+  double end = start + xfer(e, ev->bytes);
+  *eng = *sf = end;
+  if (ev->dir == POL_COPY_HTOD)
+    e->res->bytes_up += ev->bytes;
+  else
+    e->res->bytes_down += ev->bytes;
+  if (ev->dir == POL_COPY_HTOD && !e->infinite) {
+    const rp_alloc_t *a = &e->t->al[ev->alloc];
+    uint64_t first = ev->off / e->t->chunk, last = (ev->off + ev->bytes - 1) / e->t->chunk;
+    for (uint64_t i = first; i <= last && i < a->nchunks; i++) {
+      struct ck *c = &e->ck[a->base + i];
+      if (c->loc == C_FRESH || c->loc == C_DEAD) c->loc = C_HOST;
+      c->clean = 0;
+      if (c->busy < end) c->busy = end;
+    }
+  }
+  if (ev->flags & POL_COPY_SYNC && end > e->t_issue) e->t_issue = end;
+  e->end = e->end > end ? e->end : end;
+}
+
 // ---- a run ----
 
 static int setup(struct eng *e, const rp_trace_t *t, const rp_model_t *m, const char *policy) {
@@ -745,6 +775,8 @@ int rp_run(const rp_trace_t *t, const rp_model_t *m, const char *policy, rp_resu
       on_alloc(&e, ev);
     else if (ev->type == POL_TREC_FREE)
       on_free(&e, ev);
+    else if (ev->type == POL_TREC_COPY)
+      on_copy(&e, ev);
     else
       on_launch(&e, li++, ev);
   }

@@ -121,6 +121,25 @@ static int on_launch(struct loader *L, const pol_trace_rec_t *rec) {
   return 0;
 }
 
+static int on_copy(struct loader *L, const pol_trace_rec_t *rec) {
+  rp_trace_t *t = L->t;
+  struct idmap *m = find(L, rec->alloc_id);
+  if (!m) return fail(L, -EINVAL, "COPY names an unknown id", rec->alloc_id);
+  const rp_alloc_t *a = &t->al[m->idx];
+  if (rec->offset >= a->size || rec->bytes > a->size - rec->offset)
+    return fail(L, -EINVAL, "COPY past its allocation's end", rec->alloc_id);
+  rp_event_t *e = new_event(L, rec);
+  if (!e) return -ENOMEM;
+  e->alloc = m->idx;
+  e->stream = rec->stream;
+  e->dir = rec->dir;
+  e->flags = rec->flags;
+  e->off = rec->offset;
+  e->bytes = rec->bytes;
+  t->ncopy++;
+  return 0;
+}
+
 int rp_trace_load(rp_trace_t *t, const void *buf, size_t len, uint64_t chunk, char *err,
                   size_t errlen) {
   memset(t, 0, sizeof *t);
@@ -141,6 +160,7 @@ int rp_trace_load(rp_trace_t *t, const void *buf, size_t len, uint64_t chunk, ch
     if (rec.device != 0) continue;
     r = rec.type == POL_TREC_ALLOC  ? on_alloc(&L, &rec)
         : rec.type == POL_TREC_FREE ? on_free(&L, &rec)
+        : rec.type == POL_TREC_COPY ? on_copy(&L, &rec)
                                     : on_launch(&L, &rec);
     if (r < 0) break;
   }

@@ -16,6 +16,10 @@ static int same_rec(const pol_trace_rec_t *a, const pol_trace_rec_t *b) {
     return a->device == b->device && a->kernel == b->kernel && a->stream == b->stream &&
            a->dur_ns == b->dur_ns && a->nranges == b->nranges &&
            memcmp(a->ranges, b->ranges, sizeof *a->ranges * a->nranges) == 0;
+  if (a->type == POL_TREC_COPY)
+    return a->device == b->device && a->stream == b->stream && a->alloc_id == b->alloc_id &&
+           a->offset == b->offset && a->bytes == b->bytes && a->dir == b->dir &&
+           a->flags == b->flags;
   return a->alloc_id == b->alloc_id &&
          (a->type == POL_TREC_FREE || (a->addr == b->addr && a->size == b->size &&
                                        a->flags == b->flags && a->device == b->device));

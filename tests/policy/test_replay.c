@@ -491,6 +491,57 @@ START_TEST(freed_data_never_written_back) {
 }
 END_TEST
 
+static void copy_rec(uint64_t id, uint64_t stream, uint32_t dir, uint32_t flags) {
+  rec(&(pol_trace_rec_t){.type = POL_TREC_COPY,
+                         .stream = stream,
+                         .alloc_id = id,
+                         .bytes = 2 * MIB,
+                         .dir = dir,
+                         .flags = flags});
+}
+
+/* COPY records (the program's own cuMemcpy): one chunk, room for two.  An
+ * async H2D copy into a chunk never touched (1 ms on the H2D engine) leaves
+ * it on the host; L1, behind it on stream 1, faults it in (45 us + 1 ms)
+ * and runs 1 ms: 3.045 ms.  A synchronous D2H copy of it (1 ms) holds the
+ * host, so L2 on stream 2 is issued only when it ends at 4.045 ms, and
+ * runs to 5.045 (without the wait it would start when L1 ends).  Copies
+ * count in the bytes, and infinite memory pays them too. */
+START_TEST(copies_cost_the_link_by_hand) {
+  rp_trace_t t;
+  rp_model_t m;
+  rp_result_t r, inf, bnd;
+  begin(4 * MIB);
+  alloc(1, 2 * MIB);
+  copy_rec(1, 1, POL_COPY_HTOD, 0);
+  launch(11, 1, 1, POL_ACCESS_READ, 1000000);
+  copy_rec(1, 1, POL_COPY_DTOH, POL_COPY_SYNC);
+  pol_range_t g = {.alloc_id = 1, .first = 0, .count = 1, .mode = POL_ACCESS_READ};
+  rec(&(pol_trace_rec_t){
+      .type = POL_TREC_LAUNCH, .kernel = 12, .stream = 2, .dur_ns = 1000000, .nranges = 1, .ranges = &g});
+  load_ms(&t, &m);
+  ck_assert_uint_eq(t.nlaunch, 2);
+  ck_assert_uint_eq(t.ncopy, 2);
+  ck_assert_int_eq(rp_run(&t, &m, "demand", &r), 0);
+  NEAR(r.total_s, 5.045 / 1e3);
+  ck_assert_uint_eq(r.bytes_up, 4 * MIB); /* the copy and the fault */
+  ck_assert_uint_eq(r.bytes_down, 2 * MIB);
+  ck_assert_uint_eq(r.faults, 1);
+  ck_assert_int_eq(rp_run(&t, &m, "infinite", &inf), 0);
+  NEAR(inf.total_s, 4.0 / 1e3); /* copy, L1, copy, L2: 1 ms each */
+  ck_assert_int_eq(rp_run(&t, &m, "bound", &bnd), 0);
+  ck_assert(bnd.total_s >= inf.total_s - 1e-12 && bnd.total_s <= r.total_s + 1e-12);
+  ck_assert_uint_ge(bnd.bytes_up, 2 * MIB);
+  rp_trace_free(&t);
+  char err[128];
+  begin(4 * MIB); /* a copy past its allocation's end is refused */
+  alloc(1, MIB);
+  copy_rec(1, 1, POL_COPY_HTOD, 0);
+  ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), -EINVAL);
+  ck_assert_ptr_nonnull(strstr(err, "past its allocation"));
+}
+END_TEST
+
 START_TEST(load_errors) {
   rp_trace_t t;
   char err[128];
@@ -680,6 +731,7 @@ int main(void) {
   tcase_add_test(t, bound_write_back_only_dirty);
   tcase_add_test(t, clairvoyant_is_the_old_oracle);
   tcase_add_test(t, freed_data_never_written_back);
+  tcase_add_test(t, copies_cost_the_link_by_hand);
   tcase_add_test(t, load_errors);
   tcase_add_test(t, rechunking);
   tcase_add_test(t, synthetic_rankings);

@@ -220,6 +220,55 @@ START_TEST(encoder_rejects) {
 }
 END_TEST
 
+/* COPY (a program's own copy): every field back, and what the encoder and
+ * the reader refuse (no bytes, no direction, a device out of range). */
+START_TEST(copy_round_trip_and_rejects) {
+  pol_trace_header_t h = {.device_count = 2, .chunk_size = 2u << 20};
+  size_t pos = (size_t)pol_trace_write_header(buf, sizeof buf, &h);
+  pol_trace_rec_t c = {.type = POL_TREC_COPY,
+                       .time = 77,
+                       .stream = 0x99,
+                       .alloc_id = 5,
+                       .offset = 3u << 20,
+                       .bytes = 12345,
+                       .device = 1,
+                       .dir = POL_COPY_DTOH,
+                       .flags = POL_COPY_SYNC};
+  ck_assert_uint_eq(pol_trace_rec_size(&c), 8 + 56);
+  int n = pol_trace_encode(buf + pos, sizeof buf - pos, &c);
+  ck_assert_int_eq(n, 64);
+  size_t rec0 = pos;
+  pos += (size_t)n;
+  pol_trace_reader_t rd;
+  pol_trace_rec_t rec;
+  ck_assert_int_eq(pol_trace_open(&rd, buf, pos), 0);
+  ck_assert_int_eq(pol_trace_next(&rd, &rec, ranges, 8), 1);
+  ck_assert_uint_eq(rec.type, POL_TREC_COPY);
+  ck_assert_uint_eq(rec.time, 77);
+  ck_assert_uint_eq(rec.stream, 0x99);
+  ck_assert_uint_eq(rec.alloc_id, 5);
+  ck_assert_uint_eq(rec.offset, 3u << 20);
+  ck_assert_uint_eq(rec.bytes, 12345);
+  ck_assert_uint_eq(rec.device, 1);
+  ck_assert_uint_eq(rec.dir, POL_COPY_DTOH);
+  ck_assert_uint_eq(rec.flags, POL_COPY_SYNC);
+  ck_assert_int_eq(pol_trace_next(&rd, &rec, ranges, 8), 0);
+  pol_trace_rec_t bad = c;
+  bad.bytes = 0;
+  ck_assert_int_eq(pol_trace_encode(buf + pos, sizeof buf - pos, &bad), -EINVAL);
+  bad = c;
+  bad.dir = 3;
+  ck_assert_int_eq(pol_trace_encode(buf + pos, sizeof buf - pos, &bad), -EINVAL);
+  buf[rec0 + 8 + 40] = 2; /* device 2 of 2 */
+  ck_assert_int_eq(pol_trace_open(&rd, buf, pos), 0);
+  ck_assert_int_eq(pol_trace_next(&rd, &rec, ranges, 8), -ERANGE);
+  buf[rec0 + 8 + 40] = 1;
+  buf[rec0 + 8 + 44] = 0; /* no direction */
+  ck_assert_int_eq(pol_trace_open(&rd, buf, pos), 0);
+  ck_assert_int_eq(pol_trace_next(&rd, &rec, ranges, 8), -ERANGE);
+}
+END_TEST
+
 START_TEST(random_corruption_never_crashes) {
   size_t len = make_trace(NULL);
   static uint8_t orig[1 << 16];
@@ -263,6 +312,7 @@ int main(void) {
   tcase_add_test(t, bad_records);
   tcase_add_test(t, unknown_records_skipped);
   tcase_add_test(t, encoder_rejects);
+  tcase_add_test(t, copy_round_trip_and_rejects);
   tcase_add_test(t, random_corruption_never_crashes);
   suite_add_tcase(s, t);
   return vx_check_run(s, 1);

@@ -127,6 +127,7 @@ static size_t verify(void) {
   if (!got) exit(3);
   for (int i = 0; i < layers; i++) {
     CHECK_CU(kit_cu.cuMemcpyDtoH_v2(got, w[i], words * 4));
+    if (print_launches) printf("C %d:0+%zu 2 1\n", order_w[i], words * 4); /* D2H, synchronous */
     for (size_t j = 0; j < words; j++) bad += got[j] != ref[(size_t)i * words + j];
   }
   free(ref);

@@ -1,7 +1,9 @@
-/* trace_check TRACE EXPECTED: decodes a VX_TRACE file and checks that its
- * launches reach exactly the chunk sets listed in EXPECTED (lines
+/* trace_check [--copies] TRACE EXPECTED: decodes a VX_TRACE file and checks
+ * that its launches reach exactly the chunk sets listed in EXPECTED (lines
  * "L order:first+count ...", allocations named by their order of
- * appearance), in order.  Exit 0 = equal, 1 = different, 2 = bad input. */
+ * appearance), in order; with --copies its COPY records too, in the same
+ * order ("C order:offset+bytes dir flags").  Exit 0 = equal, 1 = different,
+ * 2 = bad input. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,16 +53,23 @@ static void launch_line(const pol_trace_rec_t *r, char *out, size_t cap) {
   }
 }
 
-static int check(pol_trace_reader_t *rd, FILE *exp) {
+static int check(pol_trace_reader_t *rd, FILE *exp, int copies) {
   static pol_range_t ranges[POL_TRACE_MAX_RANGES];
   pol_trace_rec_t r;
   char got[8192], want[8192];
-  int rc, launches = 0, frees = 0;
+  int rc, launches = 0, frees = 0, ncopies = 0;
   while ((rc = pol_trace_next(rd, &r, ranges, POL_TRACE_MAX_RANGES)) == 1) {
     if (r.type == POL_TREC_ALLOC && nids < MAXA) ids[nids++] = r.alloc_id;
     if (r.type == POL_TREC_FREE) frees += order_of(r.alloc_id) >= 0;
-    if (r.type != POL_TREC_LAUNCH) continue;
-    launch_line(&r, got, sizeof got);
+    if (r.type == POL_TREC_COPY && copies) {
+      snprintf(got, sizeof got, "C %d:%llu+%llu %u %u", order_of(r.alloc_id),
+               (unsigned long long)r.offset, (unsigned long long)r.bytes, r.dir, r.flags);
+      ncopies++;
+    } else if (r.type == POL_TREC_LAUNCH) {
+      launch_line(&r, got, sizeof got);
+    } else {
+      continue;
+    }
     if (!fgets(want, sizeof want, exp)) {
       fprintf(stderr, "launch %d: not expected: %s\n", launches, got);
       return 1;
@@ -80,13 +89,16 @@ static int check(pol_trace_reader_t *rd, FILE *exp) {
     fprintf(stderr, "trace ends after %d launches; expected more: %s", launches, want);
     return 1;
   }
-  printf("ok: %d launches, %d allocations, %d frees match\n", launches, nids, frees);
-  return launches > 0 && frees > 0 ? 0 : 1;
+  printf("ok: %d launches, %d copies, %d allocations, %d frees match\n", launches, ncopies, nids,
+         frees);
+  return launches > 0 && frees > 0 && (!copies || ncopies > 0) ? 0 : 1;
 }
 
 int main(int argc, char **argv) {
+  int copies = argc > 1 && !strcmp(argv[1], "--copies");
+  argv += copies, argc -= copies;
   if (argc != 3) {
-    fprintf(stderr, "usage: trace_check TRACE EXPECTED\n");
+    fprintf(stderr, "usage: trace_check [--copies] TRACE EXPECTED\n");
     return 2;
   }
   size_t len = 0;
@@ -103,7 +115,7 @@ int main(int argc, char **argv) {
             (unsigned long long)rd.hdr.capacity[0]);
     return 1;
   }
-  rc = check(&rd, exp);
+  rc = check(&rd, exp, copies);
   fclose(exp);
   free(buf);
   return rc;

@@ -2,10 +2,12 @@
 """play_test.py VX CASE: `vx play` plays a synthetic trace live over the
 simulated driver with libvx.so (CASE json), refuses bad input in one line
 with exit 2 (CASE errors), and in timing-only mode plays a trace whose
-footprint is far above the host memory it is given (CASE big)."""
+footprint is far above the host memory it is given (CASE big), and plays
+a trace's COPY records as the replay charges them (CASE copies)."""
 import json
 import os
 import resource
+import struct
 import subprocess
 import sys
 import tempfile
@@ -132,6 +134,62 @@ def case_big(tmp):
         fail("with data kept the run should not fit in 2 GiB")
 
 
+def copies_trace(path):
+    """A trace written by hand (policy/TRACE.md): one 8 MiB allocation, an
+    async H2D copy of it, a launch reading it, a synchronous D2H copy, a
+    launch on another stream, the free."""
+    mib = 1 << 20
+    b = b"VXTRACE\0" + struct.pack("<HHIQQQ", 1, 40, 1, 2 * mib, 0, 64 * mib)
+
+    def rec(kind, payload):
+        return struct.pack("<B3xI", kind, len(payload)) + payload
+
+    def launch(stream):
+        return rec(3, struct.pack("<QQQQII", 0, 0x11, stream, 1000000, 0, 1) +
+                   struct.pack("<QIIII", 1, 0, 4, 1, 0))
+
+    def copy(direction, flags):
+        return rec(4, struct.pack("<QQQQQIIII", 0, 0, 1, 0, 8 * mib, 0, direction, flags, 0))
+
+    b += rec(1, struct.pack("<QQQQII", 0, 1, 0, 8 * mib, 0, 0))
+    b += copy(1, 0) + launch(0) + copy(2, 1) + launch(5)
+    b += rec(2, struct.pack("<QQ", 0, 1))
+    with open(path, "wb") as f:
+        f.write(b)
+    return 8 * mib
+
+
+def case_copies(tmp):
+    path = os.path.join(tmp, "c.vxt")
+    n = copies_trace(path)
+    p = run(["replay", path, "--policy", "infinite", "--json"])
+    if p.returncode != 0:
+        fail("vx replay of the copies: %s" % p.stderr)
+    inf = json.loads(p.stdout)
+    # two copies over the link (8 MiB at 25 GB/s each) and two 1 ms kernels,
+    # one after the other: the second waits for the synchronous copy
+    want = 2 * n / 25e9 + 2e-3
+    if abs(inf["total_s"] - want) > 2e-6 or inf["bytes_up"] != n or inf["bytes_down"] != n:
+        fail("replay infinite: %s, want %.6f s and %d bytes each way" % (inf, want, n))
+    p = run(["play", path, "--policy", "demand", "--json", "--capacity", "1T"])
+    if p.returncode != 0:
+        fail("vx play of the copies: %s" % p.stderr)
+    live = json.loads(p.stdout)
+    if abs(live["total_s"] - inf["total_s"]) > 2e-6 or live["bytes_up"] != n or \
+            live["bytes_down"] != n:
+        fail("played copies: live %s, replay infinite %s" % (live, inf))
+    # all managed (plain Unified Memory), the copy lands on the host and the
+    # first kernel faults its 4 chunks in: live and offline to the ns
+    p = run(["replay", path, "--policy", "demand", "--json"])
+    off = json.loads(p.stdout)
+    p = run(["play", path, "--policy", "demand", "--json"],
+            env={"VX_MOVABLE": "100%", "VX_NATIVE_MAX": "0"})
+    um = json.loads(p.stdout)
+    if off["faults"] != 4 or off["bytes_up"] != 2 * n or um["faults"] != 4 or \
+            um["bytes_up"] != off["bytes_up"] or abs(um["total_s"] - off["total_s"]) > 2e-6:
+        fail("copies into managed memory: live %s, replay %s" % (um, off))
+
+
 def case_install(tmp):
     # an install finds libvx.so and, once the opt-in component is installed,
     # the simulator in <libdir>/vx/simcuda; before that it names what is missing
@@ -158,6 +216,6 @@ def case_install(tmp):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    {"json": case_json, "errors": case_errors, "big": case_big,
+    {"json": case_json, "errors": case_errors, "big": case_big, "copies": case_copies,
      "install": case_install}[sys.argv[2]](tmp)
 print("ok")

@@ -148,9 +148,8 @@ void trace_rec_launch(int dev, uint64_t kernel, uint64_t stream, const pol_range
 }
 
 void trace_rec_copy(CUdeviceptr dptr, size_t n, uint32_t dir, CUstream s, int sync) {
-  vx_alloc_info_t a;
-  if (!n || !trace_rec_on() || reg_lookup(dptr, &a) || !a.id) return;
-  if (dptr - a.base >= a.size || n > a.size - (dptr - a.base)) return; /* the driver refused it */
+  vx_alloc_info_t a; /* reg_lookup: dptr lies in a; record() checks that recording is on */
+  if (!n || reg_lookup(dptr, &a) || !a.id || n > a.size - (dptr - a.base)) return;
   pol_trace_rec_t r = {.type = POL_TREC_COPY,
                        .device = (uint32_t)a.dev,
                        .stream = (uint64_t)(uintptr_t)s,

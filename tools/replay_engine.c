@@ -669,31 +669,34 @@ static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
   finish(e, ev, end);
 }
 
+/* The chunks an H2D copy writes stay where they are (the simulator writes
+ * a managed chunk in place): a never-touched one is populated on the host,
+ * a device one is dirty, and neither goes before the copy ends. */
+static void copy_written(struct eng *e, const rp_event_t *ev, double end) {
+  const rp_alloc_t *a = &e->t->al[ev->alloc];
+  uint64_t first = ev->off / e->t->chunk, last = (ev->off + ev->bytes - 1) / e->t->chunk;
+  for (uint64_t i = first; i <= last && i < a->nchunks; i++) {
+    struct ck *c = &e->ck[a->base + i];
+    if (c->loc == C_FRESH || c->loc == C_DEAD) c->loc = C_HOST;
+    c->clean = 0;
+    if (c->busy < end) c->busy = end;
+  }
+}
+
 /* A COPY: on its stream's timeline and its direction's copy engine, for
- * every policy alike; it moves no chunk (the simulator writes or reads a
- * managed chunk where it is), populates never-touched chunks on the host
- * and dirties the device chunks it writes.  A synchronous one holds the
- * host until it ends. */
+ * every policy alike, moving no chunk.  A synchronous one holds the host
+ * until it ends. */
 static void on_copy(struct eng *e, const rp_event_t *ev) {
   double T = e->t_issue > e->prev_start ? e->t_issue : e->prev_start;
   double *sf = stream_free(e, ev->stream);
   double *eng = ev->dir == POL_COPY_HTOD ? &e->h2d_free : &e->d2h_free;
-  double start = rp_max3(T, *sf, *eng);
-  double end = start + xfer(e, ev->bytes);
+  double end = rp_max3(T, *sf, *eng) + xfer(e, ev->bytes);
   *eng = *sf = end;
-  if (ev->dir == POL_COPY_HTOD)
-    e->res->bytes_up += ev->bytes;
-  else
+  if (ev->dir == POL_COPY_DTOH) {
     e->res->bytes_down += ev->bytes;
-  if (ev->dir == POL_COPY_HTOD && !e->infinite) {
-    const rp_alloc_t *a = &e->t->al[ev->alloc];
-    uint64_t first = ev->off / e->t->chunk, last = (ev->off + ev->bytes - 1) / e->t->chunk;
-    for (uint64_t i = first; i <= last && i < a->nchunks; i++) {
-      struct ck *c = &e->ck[a->base + i];
-      if (c->loc == C_FRESH || c->loc == C_DEAD) c->loc = C_HOST;
-      c->clean = 0;
-      if (c->busy < end) c->busy = end;
-    }
+  } else {
+    e->res->bytes_up += ev->bytes;
+    if (!e->infinite) copy_written(e, ev, end);
   }
   if (ev->flags & POL_COPY_SYNC && end > e->t_issue) e->t_issue = end;
   e->end = e->end > end ? e->end : end;

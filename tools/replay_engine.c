@@ -355,12 +355,12 @@ static int future(void *ctx, uint32_t k, pol_launch_t *out) {
  * most VX_NATIVE_MAX (1M) stays native; under static, VX_STATIC_MIN (64M)
  * and more lives in host memory; the rest is native while the native bytes
  * stay within the device budget less the room kept for movable data
- * (VX_MOVABLE: 50% under predict, none otherwise), managed past it.  The
+ * (VX_MOVABLE: 75% under predict, none otherwise), managed past it.  The
  * replay models what the live library does: native bytes never move and
  * take the policy's room (demand is native-first live). */
 #define LIVE_NATIVE_MAX (1ull << 20)
 #define LIVE_STATIC_MIN (64ull << 20)
-#define LIVE_MOVABLE_PCT 50
+#define LIVE_MOVABLE_PCT 75 /* tiers/place.c: MOVABLE_PREDICT_PCT */
 /* VX_EVICT_WATERMARK's default: libvx's predictor pushes chunks down ahead
  * of need above 90% occupancy (pol_config_default's 100 is the offline one) */
 #define LIVE_EVICT_WATERMARK 90

@@ -55,11 +55,11 @@ nvml)
   need venv
   export SIMCUDA_VRAM=256M
   echo "== without vx: NVML reports the device"
-  out=$(run_py without "$here/nvml_budget.py" $((256 << 20)) $((32 << 20))); rc=$?
+  out=$(run_py without "$here/nvml_budget.py" $((256 << 20)) $((16 << 20))); rc=$?
   echo "$out"
   [ $rc -eq 0 ] || fail "without vx: exit $rc"
   echo "== with vx, VX_DEVICE_LIMIT=96M (VX_REPORT_MEMORY=limit): NVML reports the budget"
-  out=$(VX_DEVICE_LIMIT=96M run_py with "$here/nvml_budget.py" $((96 << 20)) $((32 << 20))); rc=$?
+  out=$(VX_DEVICE_LIMIT=96M run_py with "$here/nvml_budget.py" $((96 << 20)) $((16 << 20))); rc=$?
   echo "$out"
   [ $rc -eq 0 ] || fail "with vx: exit $rc"
   ;;

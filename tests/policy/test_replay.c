@@ -206,10 +206,11 @@ END_TEST
  * each is read over the link by it instead of coming up: the only
  * prefetches are the three first touches (the old model, and libvx before
  * the rule, brought both up: 5).  As many bytes cross either way.  N,
- * first, takes the native half of the 8 MiB; A, B and C share the rest. */
+ * first, is native (1 MiB: VX_NATIVE_MAX); A, B and C share the two whole
+ * chunks the 6 MiB device has left. */
 START_TEST(live_once_reads_in_place) {
-  begin(8 * MIB);
-  alloc(9, 4 * MIB);
+  begin(6 * MIB);
+  alloc(9, 1 * MIB);
   alloc(1, 2 * MIB);
   alloc(2, 2 * MIB);
   alloc(3, 2 * MIB);

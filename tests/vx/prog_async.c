@@ -57,7 +57,7 @@ static int worker(int under_vx) {
   VXT_CU(cuMemAlloc_v2(&tmp, 1 * MB)); /* vx releases finished deferred frees here */
   VXT_CU(cuMemFree_v2(tmp));
   /* a capture in progress: vx must not synchronise or record on it */
-  VXT_CU(cuMemAllocAsync(&c12, 20 * MB, s)); /* over the 16M limit */
+  VXT_CU(cuMemAllocAsync(&c12, 20 * MB, s)); /* past the 8M native share of the 32M budget */
   VXT_CU(cuStreamSynchronize(s));
   if (under_vx) VXT_ASSERT(is_managed(c12));
   VXT_CU(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
@@ -78,7 +78,7 @@ static void run_case(const char *name, const char *fail, uint64_t want_deferred)
   vxt_tmpname(report, sizeof report, ".json");
   snprintf(env_report, sizeof env_report, "VX_REPORT=%s", report);
   const char *env[] = {
-      "SIMCUDA_VRAM=64M", "VX_DEVICE_LIMIT=16M", "VX_NATIVE_MAX=0", env_report, fail, NULL};
+      "SIMCUDA_VRAM=64M", "VX_DEVICE_LIMIT=32M", "VX_NATIVE_MAX=0", env_report, fail, NULL};
   const char *args[] = {"vx", NULL};
   vxt_run_t *r = malloc(sizeof *r);
   VXT_ASSERT(vxt_run(r, 1, env, args) == 0);

@@ -315,9 +315,48 @@ static void action(struct eng *e, const pol_action_t *a, double T) {
   }
 }
 
+/* 1 if action a is a prefetch libvx drops: of an allocation pinned to host memory. */
+static int pinned_prefetch(struct eng *e, const pol_action_t *a) {
+  if (a->op != POL_OP_PREFETCH || !e->m->live_place) return 0;
+  uint32_t d = dense(e, a->alloc_id);
+  return d != UINT32_MAX && e->tier[d] == POL_TIER_HOST;
+}
+
+/* libvx's drop_room (tiers/exec.c): the evictions that made room for
+ * dropped prefetches are dropped too (the AHEAD run just before a dropped
+ * AHEAD prefetch; REQUIRED runs, latest first, no more than the dropped
+ * required prefetches needed), and the policy is told their chunks stayed. */
+static void drop_room(struct eng *e, uint8_t *drop) {
+  const pol_plan_t *pl = &e->plan;
+  uint64_t req = 0;
+  for (uint32_t i = 0; i < pl->n; i++) {
+    drop[i] = 0;
+    if (!pinned_prefetch(e, &pl->actions[i])) continue;
+    if (pl->actions[i].when == POL_REQUIRED) {
+      req += pl->actions[i].count;
+      continue;
+    }
+    for (uint32_t k = i;
+         k-- > 0 && pl->actions[k].op == POL_OP_EVICT && pl->actions[k].when == POL_AHEAD;)
+      drop[k] = 1;
+  }
+  for (uint32_t k = pl->n; k-- > 0 && req;)
+    if (pl->actions[k].op == POL_OP_EVICT && pl->actions[k].when == POL_REQUIRED && !drop[k] &&
+        pl->actions[k].count <= req) {
+      drop[k] = 1;
+      req -= pl->actions[k].count;
+    }
+  for (uint32_t k = 0; k < pl->n; k++)
+    if (drop[k])
+      pol_chunk_state(e->pol, pl->actions[k].alloc_id, pl->actions[k].index, pl->actions[k].count,
+                      POL_STATE_DEVICE);
+}
+
 static void run_plan(struct eng *e, double T) {
+  uint8_t drop[POL_PLAN_ACTIONS];
+  drop_room(e, drop);
   for (uint32_t i = 0; i < e->plan.n; i++)
-    action(e, &e->plan.actions[i], T);
+    if (!drop[i]) action(e, &e->plan.actions[i], T);
 }
 
 /* libvx learns pointers from a kernel's parameters, never whether it

@@ -201,13 +201,16 @@ START_TEST(live_exec_pins_low_reuse) {
 END_TEST
 
 /* Under --place live, libvx's pin for one use (tiers/exec.c, EX_PIN_ONCE):
- * A and B, made on the device and pushed down (for C, and by the
- * watermark), are each wanted back once by a launch nothing predicted, and
- * each is read over the link by it instead of coming up: the only
- * prefetches are the three first touches (the old model, and libvx before
- * the rule, brought both up: 5).  As many bytes cross either way.  N,
- * first, is native (1 MiB: VX_NATIVE_MAX); A, B and C share the two whole
- * chunks the 6 MiB device has left. */
+ * A, made on the device and pushed down (for C), is wanted back once by a
+ * launch nothing predicted, and is read over the link by it instead of
+ * coming up: the only prefetches are the three first touches (the old
+ * model, and libvx before the rule, brought A and B up: 5).  The eviction
+ * the plan made for A's room goes with A's dropped prefetch (libvx's
+ * drop_room), so B is still on the device when its turn comes: 2 MiB
+ * cross, A's (vx play of this trace: the same 2 MiB up, 4 MiB down; the
+ * model without drop_room evicted B for nothing and read it over the link
+ * too).  N, first, is native (1 MiB: VX_NATIVE_MAX); A, B and C share the
+ * two whole chunks the 6 MiB device has left. */
 START_TEST(live_once_reads_in_place) {
   begin(6 * MIB);
   alloc(9, 1 * MIB);
@@ -226,7 +229,8 @@ START_TEST(live_once_reads_in_place) {
   rp_result_t r;
   ck_assert_int_eq(rp_run(&t, &m, "predict", &r), 0);
   ck_assert_uint_eq(r.prefetches, 3);
-  ck_assert_uint_eq(r.bytes_up, 4 * MIB); /* A and B, read in place */
+  ck_assert_uint_eq(r.bytes_up, 2 * MIB); /* A, read in place; B stayed */
+  ck_assert_uint_eq(r.bytes_down, 4 * MIB); /* two chunks written back, as live */
   ck_assert_uint_eq(r.faults, 0);
   rp_trace_free(&t);
 }

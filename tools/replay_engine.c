@@ -322,6 +322,13 @@ static int pinned_prefetch(struct eng *e, const pol_action_t *a) {
   return d != UINT32_MAX && e->tier[d] == POL_TIER_HOST;
 }
 
+/* Drops eviction k of the plan: its chunks stay, and the policy is told. */
+static void keep_victims(struct eng *e, uint8_t *drop, uint32_t k) {
+  const pol_action_t *a = &e->plan.actions[k];
+  drop[k] = 1;
+  pol_chunk_state(e->pol, a->alloc_id, a->index, a->count, POL_STATE_DEVICE);
+}
+
 /* libvx's drop_room (tiers/exec.c): the evictions that made room for
  * dropped prefetches are dropped too (the AHEAD run just before a dropped
  * AHEAD prefetch; REQUIRED runs, latest first, no more than the dropped
@@ -329,8 +336,8 @@ static int pinned_prefetch(struct eng *e, const pol_action_t *a) {
 static void drop_room(struct eng *e, uint8_t *drop) {
   const pol_plan_t *pl = &e->plan;
   uint64_t req = 0;
+  memset(drop, 0, pl->n);
   for (uint32_t i = 0; i < pl->n; i++) {
-    drop[i] = 0;
     if (!pinned_prefetch(e, &pl->actions[i])) continue;
     if (pl->actions[i].when == POL_REQUIRED) {
       req += pl->actions[i].count;
@@ -338,18 +345,14 @@ static void drop_room(struct eng *e, uint8_t *drop) {
     }
     for (uint32_t k = i;
          k-- > 0 && pl->actions[k].op == POL_OP_EVICT && pl->actions[k].when == POL_AHEAD;)
-      drop[k] = 1;
+      keep_victims(e, drop, k);
   }
   for (uint32_t k = pl->n; k-- > 0 && req;)
     if (pl->actions[k].op == POL_OP_EVICT && pl->actions[k].when == POL_REQUIRED && !drop[k] &&
         pl->actions[k].count <= req) {
-      drop[k] = 1;
       req -= pl->actions[k].count;
+      keep_victims(e, drop, k);
     }
-  for (uint32_t k = 0; k < pl->n; k++)
-    if (drop[k])
-      pol_chunk_state(e->pol, pl->actions[k].alloc_id, pl->actions[k].index, pl->actions[k].count,
-                      POL_STATE_DEVICE);
 }
 
 static void run_plan(struct eng *e, double T) {

@@ -111,6 +111,7 @@ struct pol {
   struct pol_chunk *cursor;      /* victim cursor on the LRU list */
   uint32_t wtail;                /* victim cursor on win (from the tail) */
   uint32_t walked;               /* launches the last walk predicted */
+  uint64_t held;                 /* chunks of room the last walk made past a waiting prefetch */
   uint64_t seen[POL_SEEN_SLOTS]; /* names of future allocations met by this walk */
   uint32_t seen_stamp[POL_SEEN_SLOTS];
   struct pol_death death[POL_DEATH_SLOTS];

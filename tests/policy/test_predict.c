@@ -205,6 +205,56 @@ START_TEST(oracle_sees_the_future) {
 }
 END_TEST
 
+/* A prefetch that has to wait does not hold up the room of the writes after
+ * it.  Device of 4 chunks holding A B C D; P on the host.  Next launches:
+ * A B C P N(written first) A C A C ... D.  P, wanted at 4, waits: MIN's
+ * victim for it is B, still needed at 2.  N, wanted at 5, needs room only,
+ * and D is used far later: the plan made now already evicts for N (its
+ * write-back runs while the link is idle), and P still waits.  Over the run
+ * P arrives ahead of its launch and N finds its room made. */
+START_TEST(waiting_prefetch_does_not_hold_up_room_for_writes) {
+  enum { A = 1, B, C, D, P, N, LEN = 17 };
+  static struct fut u;
+  fx_init(&F, POL_ORACLE, 4);
+  ck_assert_int_eq(pol_set_future(F.p, future, &u), 0);
+  fx_made(&F, P, 1);
+  for (uint64_t id = A; id <= D; id++)
+    fx_made(&F, id, 1); /* D's room pushes P to the host */
+  ck_assert(!F.res[P][0]);
+  fx_alloc(&F, N, 1);
+  static const uint64_t seq[LEN] = {C, A, B, C, P, N, A, C, A, C, A, C, A, C, A, C, D};
+  for (uint32_t i = 0; i < LEN; i++) {
+    u.r[i][0] = (pol_range_t){
+        .alloc_id = seq[i], .count = 1, .mode = seq[i] == N ? POL_ACCESS_WRITE : POL_ACCESS_READ};
+    u.l[i] = (pol_launch_t){.kernel = 7, .stream = 1, .ranges = u.r[i], .nranges = 1};
+  }
+  u.n = LEN;
+  fx_reset_counts(&F);
+  uint64_t required_evictions = 0;
+  for (u.cur = 0; u.cur < LEN; u.cur++) {
+    int n = fx_launch(&F, 7, 1, u.r[u.cur], 1);
+    int evicted = 0, fetched = 0;
+    for (int i = 0; i < n; i++) {
+      const pol_action_t *a = &F.act[i];
+      if (a->op == POL_OP_EVICT && a->when == POL_REQUIRED) required_evictions += a->count;
+      if (u.cur == 0 && a->op == POL_OP_EVICT) {
+        evicted++;
+        ck_assert_msg(a->alloc_id != A && a->alloc_id != B && a->alloc_id != C,
+                      "evicted %llu, used before N", (unsigned long long)a->alloc_id);
+      }
+      fetched |= a->op == POL_OP_PREFETCH && a->alloc_id == P;
+    }
+    if (u.cur == 0) {
+      ck_assert_int_eq(evicted, 1); /* N's room, now */
+      ck_assert_int_eq(fetched, 0); /* P waits for B's last use */
+    }
+  }
+  ck_assert_uint_eq(F.required_host, 0); /* P (and D) came up ahead */
+  ck_assert_uint_eq(required_evictions, 0);
+  fx_fini(&F);
+}
+END_TEST
+
 START_TEST(deepum_prefetches_stable_addresses) {
   fx_init(&F, POL_DEEPUM, 16); /* a period of 48 kernels: longer than DeepUM's 32 */
   for (uint64_t id = 1; id <= 48; id++)
@@ -704,6 +754,7 @@ int main(void) {
   tcase_add_test(t, two_streams_interleaved);
   tcase_add_test(t, random_traces_keep_the_contract);
   tcase_add_test(t, oracle_sees_the_future);
+  tcase_add_test(t, waiting_prefetch_does_not_hold_up_room_for_writes);
   tcase_add_test(t, deepum_prefetches_stable_addresses);
   tcase_add_test(t, read_mostly_advised_only_when_never_written);
   tcase_add_test(t, freed_chunks_dropped_not_written_back);

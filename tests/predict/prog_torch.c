@@ -307,11 +307,12 @@ static void print_stats(size_t bad, int seg_mb) {
          ",\"faults\":%" PRIu64 ",\"fault_batches\":%" PRIu64 ",\"bytes_prefetch_htod\":%" PRIu64
          ",\"bytes_fault_htod\":%" PRIu64 ",\"bytes_prefetch_dtoh\":%" PRIu64
          ",\"bytes_evict_dtoh\":%" PRIu64 ",\"evictions\":%" PRIu64 ",\"device_used_peak\":%" PRIu64
+         ",\"bytes_link_htod\":%" PRIu64 ",\"bytes_link_dtoh\":%" PRIu64 ",\"thrash_pins\":%" PRIu64
          "}\n",
          pol && *pol ? pol : "none", layers, iters, seg_mb, ca.nseg, ca.seg_bytes >> 20, bad,
          st.total_ns, st.stall_ns, st.kernel_ns, st.faults, st.fault_batches,
          st.bytes_prefetch_htod, st.bytes_fault_htod, st.bytes_prefetch_dtoh, st.bytes_evict_dtoh,
-         st.evictions, st.device_used_peak);
+         st.evictions, st.device_used_peak, st.bytes_link_htod, st.bytes_link_dtoh, st.thrash_pins);
 }
 
 int main(void) {

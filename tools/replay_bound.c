@@ -67,6 +67,8 @@ struct refs {
   uint32_t *g;  /* every launch's distinct chunks, each launch ended by UINT32_MAX */
   uint8_t *wr;  /* written by that launch */
   uint64_t *nx; /* position of the chunk's next reference, UINT64_MAX = none */
+  uint64_t *pe; /* position of its last reference before the next write (min_down) */
+  uint8_t *st;  /* the reference starts a span of data only the device has: wr, or first */
   uint64_t *sz; /* bytes of each chunk (a tail chunk is shorter) */
   size_t n;
 };
@@ -136,16 +138,20 @@ static uint64_t min_up(const rp_trace_t *t, uint64_t cap, const struct refs *R, 
   return bytes;
 }
 
-/* D2H: a chunk written by a launch (or first touched: no host copy exists) and
- * used again holds data only the device has until that next use; what of it
- * leaves the device in between is written back.  Other gaps are counted as
- * free (a ReadMostly copy, or dirt carried from an earlier write, is not
- * charged).  Keeping the most such bytes resident, with the device at each
- * launch holding that launch's chunks too, is interval packing under a
- * capacity that varies by launch; giving up what ends last when over capacity
- * (MIN again) keeps the most.  Freed or never reused data is dropped. */
+/* D2H: a chunk written by a launch (or first touched: no host copy exists)
+ * holds data only the device has until it is written again or dies; if it
+ * leaves the device before its last use in between, it is written back
+ * (managed memory keeps one copy), at least once: after that a ReadMostly
+ * copy may serve the rest of that span for free.  So each such span, from
+ * the write to that last use, is an interval the device holds or pays its
+ * bytes for; reads inside it do not end it (data read once since its
+ * write is still only on the device).  Keeping the most bytes, with the
+ * device at each launch holding that launch's chunks too, is interval
+ * packing under a capacity that varies by launch; giving up what ends last
+ * when over capacity (MIN again) keeps the most.  Freed or never reused
+ * data is dropped. */
 static uint64_t min_down(const rp_trace_t *t, uint64_t cap, const struct refs *R, uint64_t *res,
-                         uint8_t *touched, uint64_t *cur, struct heap *h) {
+                         uint64_t *cur, uint64_t *kept, struct heap *h) {
   uint64_t bytes = 0, size = 0;
   size_t pos = 0;
   for (size_t e = 0; e < t->nev; e++) {
@@ -154,19 +160,21 @@ static uint64_t min_down(const rp_trace_t *t, uint64_t cap, const struct refs *R
     if (ev->type != POL_TREC_LAUNCH) continue;
     size_t p0 = pos;
     uint64_t own = 0;
-    for (; R->g[pos] != UINT32_MAX; pos++) { /* gaps ending here were kept */
+    for (; R->g[pos] != UINT32_MAX; pos++) { /* the launch's own: held while it runs */
       own += R->sz[pos];
+      kept[pos] = res[R->g[pos]];
       size -= res[R->g[pos]], res[R->g[pos]] = 0;
     }
     bytes += shrink(h, res, cur, &size, cap > own ? cap - own : 0, NULL, 0, NULL);
     for (pos = p0; R->g[pos] != UINT32_MAX; pos++) {
       uint32_t g = R->g[pos];
-      if ((R->wr[pos] || !touched[g]) && R->nx[pos] != UINT64_MAX) {
-        res[g] = R->sz[pos], size += R->sz[pos];
-        cur[g] = R->nx[pos];
-        heap_push(h, R->nx[pos], g);
-      }
-      touched[g] = 1;
+      if (R->pe[pos] == pos) continue; /* no use left before it is written again */
+      /* a write starts a span; a read inside one carries on what was kept */
+      uint64_t b = R->st[pos] ? R->sz[pos] : kept[pos];
+      if (!b) continue;
+      res[g] = b, size += b;
+      cur[g] = R->pe[pos];
+      heap_push(h, R->pe[pos], g);
     }
     pos++;
   }
@@ -196,7 +204,9 @@ static int refs_build(const rp_trace_t *t, struct refs *R) {
   R->wr = malloc(maxref + 1);
   R->nx = malloc((maxref + 1) * sizeof *R->nx);
   R->sz = malloc((maxref + 1) * sizeof *R->sz);
-  int ok = stamp && owner && at && last && R->g && R->wr && R->nx && R->sz;
+  R->pe = malloc((maxref + 1) * sizeof *R->pe);
+  R->st = calloc(maxref + 1, 1);
+  int ok = stamp && owner && at && last && R->g && R->wr && R->nx && R->sz && R->pe && R->st;
   if (ok) {
     for (size_t a = 0; a < t->nal; a++)
       for (uint32_t i = 0; i < t->al[a].nchunks; i++)
@@ -219,6 +229,20 @@ static int refs_build(const rp_trace_t *t, struct refs *R) {
       R->nx[i] = last[R->g[i]];
       last[R->g[i]] = i;
     }
+    /* spans: a chunk's first reference and its writes start one; it ends at
+     * the last reference before the next start (last[] is reused: the end
+     * of the span being scanned, backwards) */
+    for (size_t i = 0; i < n; i++)
+      if (R->g[i] != UINT32_MAX && (R->wr[i] || last[R->g[i]] == i)) R->st[i] = 1;
+    for (size_t g = 0; g <= t->nchunks; g++)
+      last[g] = UINT64_MAX;
+    for (size_t i = n; i-- > 0;) {
+      uint32_t g = R->g[i];
+      if (g == UINT32_MAX) continue;
+      if (last[g] == UINT64_MAX) last[g] = i;
+      R->pe[i] = last[g];
+      if (R->st[i]) last[g] = UINT64_MAX;
+    }
   }
   free(stamp), free(owner), free(at), free(last);
   return ok ? 0 : -ENOMEM;
@@ -233,15 +257,17 @@ int rp_min_traffic(const rp_trace_t *t, uint64_t capacity, uint64_t *up, uint64_
   uint32_t *pin = calloc(t->nchunks + 1, sizeof *pin);
   struct heap h = {.v = malloc((R.n + 1) * sizeof *h.v)};
   struct hent *aside = malloc((R.n + 1) * sizeof *aside);
-  if (!r && (!cur || !flag || !touched || !pin || !h.v || !aside)) r = -ENOMEM;
+  uint64_t *kept = malloc((R.n + 1) * sizeof *kept);
+  if (!r && (!cur || !flag || !touched || !pin || !h.v || !aside || !kept)) r = -ENOMEM;
   if (!r) {
     *up = min_up(t, cap, &R, flag, touched, cur, &h, pin, aside);
     memset(flag, 0, (t->nchunks + 1) * sizeof *flag);
     memset(touched, 0, t->nchunks + 1);
     h.n = 0;
-    *down = min_down(t, cap, &R, flag, touched, cur, &h);
+    *down = min_down(t, cap, &R, flag, cur, kept, &h);
   }
-  free(R.g), free(R.wr), free(R.nx), free(R.sz), free(cur), free(flag), free(touched), free(h.v);
+  free(R.g), free(R.wr), free(R.nx), free(R.sz), free(R.pe), free(R.st);
+  free(cur), free(flag), free(touched), free(h.v), free(kept);
   free(pin), free(aside);
   return r;
 }
@@ -367,7 +393,7 @@ int rp_cut_bound(const rp_trace_t *t, const rp_model_t *m, double *out_s) {
   double ns = 0;
   int r = refs_build(t, &R);
   if (!r) r = cut_bound(t, m, m->capacity / t->chunk * t->chunk, &R, &ns);
-  free(R.g), free(R.wr), free(R.nx), free(R.sz);
+  free(R.g), free(R.wr), free(R.nx), free(R.sz), free(R.pe), free(R.st);
   *out_s = ns / 1e9;
   return r;
 }

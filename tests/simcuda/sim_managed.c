@@ -593,8 +593,14 @@ static void advise_chunk(sim_chunk *c, CUmem_advise adv, CUmemLocation loc) {
   switch (adv) {
   case CU_MEM_ADVISE_SET_READ_MOSTLY: c->read_mostly = 1; break;
   case CU_MEM_ADVISE_UNSET_READ_MOSTLY:
+    /* cuda.h: the duplicates collapse into one copy, at the preferred
+     * location if the page has one and a duplicate is there, else at a
+     * location "chosen arbitrarily": here the device copy (it keeps the
+     * device's memory in use, never making room look freer than it is). */
     c->read_mostly = 0;
-    if (c->dup) { /* the duplicates collapse onto the device copy */
+    if (c->dup && c->pref == PREF_HOST) {
+      sim_chunk_to_host_locked(c); /* the host copy stays; the device's goes, with no copy */
+    } else if (c->dup) {
       c->dup = 0;
       backing_add(c, -(int64_t)sim_chunk_bytes(c));
     }

@@ -280,6 +280,36 @@ START_TEST(read_mostly_prefetch_to_host_keeps_the_device_copy) {
 }
 END_TEST
 
+/* cuda.h, CU_MEM_ADVISE_UNSET_READ_MOSTLY: the duplicates collapse at the
+ * preferred location when a copy is there (no transfer: the device's copy
+ * goes and its memory comes back); with none preferred, at one of them (the
+ * simulator keeps the device's). */
+START_TEST(unset_read_mostly_collapses_at_the_preferred_location) {
+  sim_test_setup("20M");
+  CUmemLocation dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+  CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+  for (int pref = 0; pref < 2; pref++) {
+    CUdeviceptr a = managed_host_written(8 * MiB, 2);
+    ck_cu(cuMemAdvise(a, 8 * MiB, CU_MEM_ADVISE_SET_READ_MOSTLY, dev0));
+    if (pref) ck_cu(cuMemAdvise(a, 8 * MiB, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host));
+    ck_cu(cuMemPrefetchAsync(a, 8 * MiB, dev0, 0, NULL));
+    ck_cu(cuCtxSynchronize());
+    ck_assert_uint_eq(sim_test_stats(0).device_used_bytes, 8 * MiB);
+    simcuda_reset_stats();
+    ck_cu(cuMemAdvise(a, 8 * MiB, CU_MEM_ADVISE_UNSET_READ_MOSTLY, dev0));
+    simcuda_stats_t st = sim_test_stats(0);
+    ck_assert_uint_eq(st.bytes_prefetch_dtoh + st.bytes_evict_dtoh, 0);
+    ck_assert_uint_eq(st.device_used_bytes, (pref ? 0 : 8 * MiB));
+    for (int i = 0; i < 4; i++)
+      ck_assert_int_eq(simcuda_chunk_residency(a + i * 2 * MiB), (pref ? 0 : 1));
+    unsigned long long bad = 1; /* the data is the data, wherever it collapsed */
+    ck_cu(kit_check(a, 2 * MiB, 2, NULL, &bad));
+    ck_assert_uint_eq(bad, 0);
+    ck_cu(cuMemFree(a));
+  }
+}
+END_TEST
+
 START_TEST(preferred_host_reads_over_the_link) {
   sim_test_setup("64M");
   CUdeviceptr p = managed_host_written(8 * MiB, 2);
@@ -559,6 +589,7 @@ int main(void) {
   tcase_add_test(tc, discarded_copy_is_illegal);
   tcase_add_test(tc, read_mostly_duplicates);
   tcase_add_test(tc, read_mostly_prefetch_to_host_keeps_the_device_copy);
+  tcase_add_test(tc, unset_read_mostly_collapses_at_the_preferred_location);
   tcase_add_test(tc, preferred_host_reads_over_the_link);
   tcase_add_test(tc, host_reads_share_the_link);
   tcase_add_test(tc, host_writes_share_the_down_link);

@@ -216,6 +216,10 @@ static int make_kernels(const rp_trace_t *t, pkern **kerns) {
 
 // ---- the program ----
 
+/* Where a range's pointer goes inside a chunk it shares with the range
+ * before it: PyTorch's caching allocator rounds blocks to 512 bytes. */
+#define SHARED_IN 512
+
 typedef struct player {
   const rp_trace_t *t;
   CUdeviceptr *ptr; /* per dense allocation index, 0 when not live */
@@ -231,6 +235,7 @@ typedef struct player {
   uint64_t compute_ns; /* the kernel times declared, summed */
   void *host;          /* pinned bounce buffer of the trace's copies */
   size_t host_len;
+  uint8_t *shared; /* per chunk of the trace: the last chunk of a range that starts before it */
 } player;
 
 static pqueue *stream_of(player *P, uint64_t id) {
@@ -260,7 +265,12 @@ static int play_launch(player *P, const rp_event_t *ev) {
     uint32_t a = t->rg_alloc[ev->r0 + i];
     uint64_t off = (uint64_t)rg->first * t->chunk, size = t->al[a].size;
     CUdeviceptr base = P->ptr[a];
-    P->pval[i] = base + (off < size ? off : 0);
+    /* A chunk two tensors share (a caching allocator's blocks are not
+     * chunk-aligned) ends one range and starts the next: this one's pointer
+     * goes inside it, so that libvx, which ends the range before at the
+     * next pointer it sees, gives that range the shared chunk too. */
+    uint64_t in = P->shared[t->al[a].base + rg->first] && off + SHARED_IN < size ? SHARED_IN : 0;
+    P->pval[i] = base + (off < size ? off + in : 0);
     P->pv[i] = &P->pval[i];
     if (!base || off >= size) continue; /* not live, or past the end: nothing touched */
     uint64_t bytes = (uint64_t)rg->count * t->chunk;
@@ -417,7 +427,18 @@ static void free_player(player *P) {
   free(P->ptr);
   free(P->pv);
   free(P->pval);
+  free(P->shared);
   free(P->done);
+}
+
+static uint8_t *shared_chunks(const rp_trace_t *t) {
+  uint8_t *sh = calloc(t->nchunks + 1, 1);
+  for (size_t i = 0; sh && i < t->nrg; i++) {
+    const rp_alloc_t *a = &t->al[t->rg_alloc[i]];
+    uint64_t last = (uint64_t)t->rg[i].first + t->rg[i].count - 1;
+    if (t->rg[i].count > 1 && last < a->nchunks) sh[a->base + last] = 1;
+  }
+  return sh;
 }
 
 int vx_play_child(const char *path, unsigned ahead) {
@@ -434,8 +455,9 @@ int vx_play_child(const char *path, unsigned ahead) {
   P.ptr = calloc(t.nal + 1, sizeof *P.ptr);
   P.pv = calloc(maxr, sizeof *P.pv);
   P.pval = calloc(maxr, sizeof *P.pval);
+  P.shared = shared_chunks(&t);
   int rc = 1;
-  if (P.ptr && P.pv && P.pval && load_driver() == 0 && setup() == 0 &&
+  if (P.ptr && P.pv && P.pval && P.shared && load_driver() == 0 && setup() == 0 &&
       make_kernels(&t, &P.kerns) == 0 && make_events(&P) == 0 && make_host(&P) == 0) {
     drv.simcuda_reset_stats();
     simcuda_stats_t st;

@@ -2,8 +2,11 @@
 """play_test.py VX CASE: `vx play` plays a synthetic trace live over the
 simulated driver with libvx.so (CASE json), refuses bad input in one line
 with exit 2 (CASE errors), and in timing-only mode plays a trace whose
-footprint is far above the host memory it is given (CASE big), and plays
-a trace's COPY records as the replay charges them (CASE copies)."""
+footprint is far above the host memory it is given (CASE big), plays
+a trace's COPY records as the replay charges them (CASE copies), and
+passes pointers from which libvx infers the trace's own ranges, also where
+two ranges share a chunk, as a caching allocator's tensors do (CASE
+shared)."""
 import json
 import os
 import resource
@@ -190,6 +193,60 @@ def case_copies(tmp):
         fail("copies into managed memory: live %s, replay %s" % (um, off))
 
 
+def shared_trace(path):
+    """One 16 MiB allocation (8 chunks) holding three tensors, as a caching
+    allocator's segment does: chunks 0-2, 2-5 (chunk 2 shared: the tensors
+    are not chunk-aligned) and 6-7, each read by its own kernel, round after
+    round."""
+    mib = 1 << 20
+    b = b"VXTRACE\0" + struct.pack("<HHIQQQ", 1, 40, 1, 2 * mib, 0, 64 * mib)
+
+    def rec(kind, payload):
+        return struct.pack("<B3xI", kind, len(payload)) + payload
+
+    def launch(kernel, first, count):
+        return rec(3, struct.pack("<QQQQII", 0, kernel, 0, 100000, 0, 1) +
+                   struct.pack("<QIIII", 1, first, count, 1, 0))
+
+    b += rec(1, struct.pack("<QQQQII", 0, 1, 0, 16 * mib, 0, 0))
+    for _ in range(4):
+        b += launch(0x21, 0, 3) + launch(0x22, 2, 4) + launch(0x23, 6, 2)
+    b += rec(2, struct.pack("<QQ", 0, 1))
+    with open(path, "wb") as f:
+        f.write(b)
+
+
+def launch_ranges(path):
+    """(first, count) of every launch's ranges in a VX_TRACE file."""
+    with open(path, "rb") as f:
+        b = f.read()
+    pos, out = struct.unpack_from("<H", b, 10)[0], []
+    while pos < len(b):
+        kind, n = b[pos], struct.unpack_from("<I", b, pos + 4)[0]
+        d = pos + 8
+        if kind == 3:
+            nr = struct.unpack_from("<I", b, d + 36)[0]
+            out.append([struct.unpack_from("<II", b, d + 40 + 24 * i + 8) for i in range(nr)])
+        pos = d + n
+    return out
+
+
+def case_shared(tmp):
+    path, rec = os.path.join(tmp, "s.vxt"), os.path.join(tmp, "rec.vxt")
+    shared_trace(path)
+    p = run(["play", path, "--policy", "predict", "--json", "--capacity", "12M"],
+            env={"VX_TRACE": rec})
+    if p.returncode != 0:
+        fail("vx play of the shared chunks: %s" % p.stderr)
+    got = launch_ranges(rec)
+    if len(got) != 12:
+        fail("recorded %d launches, played 12" % len(got))
+    # from the second round on, libvx has seen every tensor's pointer
+    want = [[(0, 3)], [(2, 4)], [(6, 2)]] * 3
+    if got[3:] != want:
+        fail("libvx saw ranges %s, the trace has %s" % (got[3:], want))
+
+
 def case_install(tmp):
     # an install finds libvx.so and, once the opt-in component is installed,
     # the simulator in <libdir>/vx/simcuda; before that it names what is missing
@@ -217,5 +274,5 @@ def case_install(tmp):
 
 with tempfile.TemporaryDirectory() as tmp:
     {"json": case_json, "errors": case_errors, "big": case_big, "copies": case_copies,
-     "install": case_install}[sys.argv[2]](tmp)
+     "shared": case_shared, "install": case_install}[sys.argv[2]](tmp)
 print("ok")

@@ -16,7 +16,9 @@
 #     (demand - bound), target >= 80%, and predict < deepum (the better of
 #     DeepUM on the same workload and on its stable-address twin, drift=0:
 #     DeepUM's execution ids need stable addresses); then the
-#     committed traces of real models (tests/traces), figures only.
+#     committed traces of real models (tests/traces), figures only, offline
+#     and played live (3c: libvx infers the tensors' extents from the
+#     pointers, as under PyTorch's caching allocator).
 #
 #   scripts/bench-predictor.sh            (builds what it needs in build/)
 #   VX_BUILD=build-x scripts/bench-predictor.sh
@@ -180,6 +182,18 @@ if ls "$root"/tests/traces/*.vxt* >/dev/null 2>&1; then
     p=$(num "$tmp/off" total_s predict) b=$(num "$tmp/off" total_s bound)
     printf "%-28s %9.4f %9.4f %9.4f %9.4f %7.1f%%\n" "$(basename "$t")" "$d" "$du" "$p" "$b" \
       "$(calc "100 * ($d - $p) / ($d - $b)")"
+  done
+  echo
+  echo "== 3c. live: vx play of the same traces, figures only (um: plain Unified Memory; offline:"
+  echo "   vx replay --place live of predict: what libvx would do knowing the trace's extents, where"
+  echo "   live it infers them from the pointers a caching allocator's tensors give)"
+  printf "%-28s %9s %9s %9s %8s %9s\n" trace um predict offline p/um live/off
+  for t in "$root"/tests/traces/*.vxt*; do
+    "$vx" play "$t" --policy um,predict --json >"$tmp/tp" 2>/dev/null || continue
+    "$vx" replay "$t" --place live --policy predict --json >"$tmp/to" 2>/dev/null || continue
+    u=$(num "$tmp/tp" total_s um) p=$(num "$tmp/tp" total_s predict) o=$(num "$tmp/to" total_s)
+    printf "%-28s %9.4f %9.4f %9.4f %8s %9s\n" "$(basename "$t")" "$u" "$p" "$o" \
+      "$(calc "$p / $u")" "$(calc "$p / $o")"
   done
 fi
 

@@ -42,8 +42,8 @@ START_TEST(stale_start_no_longer_bounds) {
 }
 END_TEST
 
-/* A start passed after the object was first seen bounds it however long
- * ago that was: the two coexisted. */
+/* A start passed after the object was last seen before bounds it however
+ * long ago that was: the two coexisted. */
 START_TEST(start_passed_since_bounds) {
   ex_start_note(&A, 0, 100);
   ex_start_note(&A, 8 * MIB, 101);
@@ -62,7 +62,7 @@ START_TEST(recent_start_bounds) {
 END_TEST
 
 /* A full table gives up the least recently passed start, and the others
- * keep their first sightings. */
+ * keep their sightings. */
 START_TEST(full_table_drops_the_oldest) {
   for (uint32_t k = 0; k < EX_STARTS; k++)
     ex_start_note(&A, (uint64_t)k * 256 * 1024, 1 + k);
@@ -70,11 +70,31 @@ START_TEST(full_table_drops_the_oldest) {
   ex_start_note(&A, 19 * MIB, 1000); /* drops offset 0, passed at 1 */
   ck_assert_uint_eq(A.nstarts, EX_STARTS);
   ck_assert_uint_eq(A.starts[0], 256 * 1024);
-  ck_assert_uint_eq(A.first[0], 2);
+  ck_assert_uint_eq(A.prev[0], 2);
   ck_assert_uint_eq(A.starts[EX_STARTS - 1], 19 * MIB);
-  ck_assert_uint_eq(A.first[EX_STARTS - 1], 1000);
+  ck_assert_uint_eq(A.prev[EX_STARTS - 1], 1000);
   /* 256 KiB was first passed at 2 and 512 KiB at 3, after it: it bounds */
   ck_assert_uint_eq(ex_start_end(&A, 256 * 1024, 1000), 512 * 1024);
+}
+END_TEST
+
+/* A caching allocator gives offset 0 to a new, bigger tensor each
+ * iteration; 8 MiB was a neighbour of the first one only.  Seen between two
+ * uses of the offset it bounds the object there; once the offset has been
+ * passed again with no sight of 8 MiB in between, it no longer does. */
+START_TEST(start_older_than_the_previous_use_no_longer_bounds) {
+  uint64_t t = 100, gap = 20 * EX_START_RECENT;
+  ex_start_note(&A, 0, t);
+  ex_start_note(&A, 8 * MIB, t + 1);
+  ex_start_note(&A, 0, t + gap);
+  ck_assert_uint_eq(ex_start_end(&A, 0, t + gap), 8 * MIB); /* passed since the last use */
+  ex_start_note(&A, 0, t + 2 * gap);
+  ck_assert_uint_eq(ex_start_end(&A, 0, t + 2 * gap), 20 * MIB);
+  ex_start_note(&A, 0, t + 2 * gap); /* twice in one launch: still one pass */
+  ck_assert_uint_eq(ex_start_end(&A, 0, t + 2 * gap), 20 * MIB);
+  ex_start_note(&A, 8 * MIB, t + 2 * gap + 1); /* seen again: it bounds again */
+  ex_start_note(&A, 0, t + 3 * gap);
+  ck_assert_uint_eq(ex_start_end(&A, 0, t + 3 * gap), 8 * MIB);
 }
 END_TEST
 
@@ -87,6 +107,7 @@ int main(void) {
   tcase_add_test(tc, start_passed_since_bounds);
   tcase_add_test(tc, recent_start_bounds);
   tcase_add_test(tc, full_table_drops_the_oldest);
+  tcase_add_test(tc, start_older_than_the_previous_use_no_longer_bounds);
   suite_add_tcase(s, tc);
   return vx_check_run(s, 1);
 }

@@ -404,8 +404,8 @@ static int future(void *ctx, uint32_t k, pol_launch_t *out) {
 #define LIVE_STATIC_MIN (64ull << 20)
 #define LIVE_MOVABLE_PCT 75 /* tiers/place.c: MOVABLE_PREDICT_PCT */
 /* VX_EVICT_WATERMARK's default: libvx's predictor pushes chunks down ahead
- * of need above 90% occupancy (pol_config_default's 100 is the offline one) */
-#define LIVE_EVICT_WATERMARK 90
+ * of need above 95% occupancy (pol_config_default's 100 is the offline one) */
+#define LIVE_EVICT_WATERMARK 95
 
 static int live_tier(const struct eng *e, uint64_t size) {
   if (e->place == POL_KIND_COUNT) return POL_TIER_MANAGED;

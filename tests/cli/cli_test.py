@@ -405,14 +405,21 @@ def test_pty():
             # The newest frame that shows our process (a frame drawn while the
             # quit key arrives may be cut short on a loaded machine); rates
             # are live from the second frame on, which these all are.
+            # A frame cut short may also end inside our block: the newest one
+            # whose block reaches its rate lines.
+            def rates(f):
+                mine = [i for i, l in enumerate(f) if l.startswith(f"PID {seg.pid} ")]
+                if not mine or len(f) <= mine[0] + 5 or \
+                        not f[mine[0] + 5].lstrip().startswith("demand up "):
+                    return None
+                return f[mine[0] + 4], f[mine[0] + 5]
             shown = [f for f in frames if any(l.startswith(f"PID {seg.pid} ") for l in f)]
             check(shown, f"pid missing from every frame after the first: {frames}")
-            last = shown[-1]
-            mine = [i for i, l in enumerate(last) if l.startswith(f"PID {seg.pid} ")]
-            up = last[mine[0] + 4]
+            whole = [f for f in shown if rates(f)]
+            check(whole, f"no frame shows our block whole: {shown}")
+            up, demand = rates(whole[-1])
             m = re.match(r"\s+up (\S+)/s", up)
             check(m and m.group(1) not in ("0", "0.0"), f"up rate should be live: {up!r}")
-            demand = last[mine[0] + 5]
             m = re.match(r"\s+demand up (\S+)/s", demand)
             check(m and m.group(1) not in ("0", "0.0"), f"demand rate should be live: {demand!r}")
     finally:

@@ -342,8 +342,9 @@ static void pass_current(pol_t *p, const pol_launch_t *l, struct passed *s) {
   }
 }
 
-/* MIN's choice at j among resident chunks, if it may be evicted now.  room:
- * the chunk wanted at j needs room only (no transfer): its victim may also be
+/* MIN's choice at j among resident chunks, if it may be evicted now.  dead
+ * (keep_room): the chunk wanted at j needs room only (no transfer), NULL for
+ * a prefetch.  For room only, the victim may also be
  * one MIN would keep for a passed chunk, if its own next use is far (half the
  * predicted window past j), so that write-backs start early, while the
  * down link is idle, instead of on the launch's critical path.  MIN's
@@ -353,8 +354,7 @@ static void pass_current(pol_t *p, const pol_launch_t *l, struct passed *s) {
  * giving up there left the rest of the room to REQUIRED evictions at the
  * want's launch (cnn's backward: the gradient of a[1], 196 MiB, made a
  * launch before a[2] is freed; vx play cnn 2x 0.4999 -> 0.4963 s). */
-static struct pol_chunk *victim_min(pol_t *p, struct passed *s, uint32_t j, int room,
-                                    uint64_t *dead) {
+static struct pol_chunk *victim_min(pol_t *p, struct passed *s, uint32_t j, uint64_t *dead) {
   struct pol_chunk *v = victim_cold(p, 1, j);
   if (v) return v;
   while (s->w < p->wtail && p->win[s->w]->next_use <= j) {
@@ -374,7 +374,7 @@ static struct pol_chunk *victim_min(pol_t *p, struct passed *s, uint32_t j, int 
       ++*dead;
       return NULL;
     }
-    int far = room && v->next_use - j >= p->walked / POL_ROOM_FAR;
+    int far = dead && v->next_use - j >= p->walked / POL_ROOM_FAR;
     if (v->next_use <= j || (v->next_use <= best_passed && j > p->cfg.lead && !far)) return NULL;
     p->wtail--;
     return v;
@@ -391,7 +391,7 @@ static int keep_room(pol_t *p, struct passed *s, uint32_t j, uint64_t n, uint64_
   *reserved += n;
   while (p->used + *reserved > p->cap_chunks + *dead && p->used) {
     uint64_t was = *dead;
-    struct pol_chunk *v = victim_min(p, s, j, 1, dead);
+    struct pol_chunk *v = victim_min(p, s, j, dead);
     if (!v && *dead > was) continue;
     if (!v) return -ENOENT;
     int r = evict(p, v, POL_AHEAD, plan);
@@ -434,7 +434,7 @@ static int ahead(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
     }
     if (stuck) continue;
     if (p->used + reserved >= p->cap_chunks) {
-      struct pol_chunk *v = victim_min(p, &s, x->j, 0, NULL);
+      struct pol_chunk *v = victim_min(p, &s, x->j, NULL);
       if (!v && x->j < POL_REPLAN_EVERY) {
         r = -ENOENT; /* no full plan before its launch: it will take any room there is */
         break;

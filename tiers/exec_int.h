@@ -35,12 +35,11 @@ typedef struct ex_alloc {
   uint32_t nstarts;
   uint64_t starts[EX_STARTS]; /* sorted: offsets launches have passed pointers to */
   uint64_t seen[EX_STARTS];   /* the extent call (ex_dev_t.launches) each was last passed in */
-  uint64_t
-      prev[EX_STARTS]; /* ... and passed in before that (the call of its first pass at first) */
-  uint64_t uses, ups;  /* chunk references by launches; chunks prefetched (pinning) */
-  uint8_t pinned;      /* EX_PIN_*: served from host memory over the link */
-  uint8_t rented;      /* it had its EX_PIN_ONCE (exec.c) */
-  uint64_t pin_uses;   /* EX_PIN_ONCE: `uses` when it was pinned */
+  uint64_t prev[EX_STARTS];   /* ... and before that (its first pass, at first) */
+  uint64_t uses, ups;         /* chunk references by launches; chunks prefetched (pinning) */
+  uint8_t pinned;             /* EX_PIN_*: served from host memory over the link */
+  uint8_t rented;             /* it had its EX_PIN_ONCE (exec.c) */
+  uint64_t pin_uses;          /* EX_PIN_ONCE: `uses` when it was pinned */
   UT_hash_handle hh;
   uint32_t *last_use; /* per chunk: the planned launch (ex_dev_t.lseq) that last
                        * reached it; 0 = none (points past ahead[]) */

@@ -229,9 +229,9 @@ static int refs_build(const rp_trace_t *t, struct refs *R) {
       R->nx[i] = last[R->g[i]];
       last[R->g[i]] = i;
     }
-    /* spans: a chunk's first reference and its writes start one; it ends at
-     * the last reference before the next start (last[] is reused: the end
-     * of the span being scanned, backwards) */
+    /* spans: a chunk's first reference (last[] holds it now) and its writes
+     * start one; it ends at the last reference before the next start (last[]
+     * is reused: the end of the span being scanned, backwards) */
     for (size_t i = 0; i < n; i++)
       if (R->g[i] != UINT32_MAX && (R->wr[i] || last[R->g[i]] == i)) R->st[i] = 1;
     for (size_t g = 0; g <= t->nchunks; g++)
@@ -248,6 +248,10 @@ static int refs_build(const rp_trace_t *t, struct refs *R) {
   return ok ? 0 : -ENOMEM;
 }
 
+static void refs_free(struct refs *R) {
+  free(R->g), free(R->wr), free(R->nx), free(R->sz), free(R->pe), free(R->st);
+}
+
 int rp_min_traffic(const rp_trace_t *t, uint64_t capacity, uint64_t *up, uint64_t *down) {
   uint64_t cap = capacity / t->chunk * t->chunk; /* whole slots, as the engine has */
   struct refs R = {0};
@@ -262,11 +266,10 @@ int rp_min_traffic(const rp_trace_t *t, uint64_t capacity, uint64_t *up, uint64_
   if (!r) {
     *up = min_up(t, cap, &R, flag, touched, cur, &h, pin, aside);
     memset(flag, 0, (t->nchunks + 1) * sizeof *flag);
-    memset(touched, 0, t->nchunks + 1);
     h.n = 0;
     *down = min_down(t, cap, &R, flag, cur, kept, &h);
   }
-  free(R.g), free(R.wr), free(R.nx), free(R.sz), free(R.pe), free(R.st);
+  refs_free(&R);
   free(cur), free(flag), free(touched), free(h.v), free(kept);
   free(pin), free(aside);
   return r;
@@ -393,7 +396,7 @@ int rp_cut_bound(const rp_trace_t *t, const rp_model_t *m, double *out_s) {
   double ns = 0;
   int r = refs_build(t, &R);
   if (!r) r = cut_bound(t, m, m->capacity / t->chunk * t->chunk, &R, &ns);
-  free(R.g), free(R.wr), free(R.nx), free(R.sz), free(R.pe), free(R.st);
+  refs_free(&R);
   *out_s = ns / 1e9;
   return r;
 }

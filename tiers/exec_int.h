@@ -13,8 +13,15 @@
 /* A plan's REQUIRED part goes down and comes up in slices of this many
  * chunks: each slice of its evictions is a group of its own (exec_room.c)
  * and its prefetches are cut to match, so that a slice comes up as soon as
- * its room is there while the next slice is still going down. */
-#define EX_REQ_SLICE 16
+ * its room is there while the next slice is still going down.  The launch
+ * waits for the last slice to come up, which starts once every slice has
+ * gone down: a slice is what the two directions do not overlap.  The
+ * replay's model frees room chunk by chunk; with slices of 16, vx play of
+ * prog_torch's trace waited twice the model's time before each launch that
+ * made room (9 chunks down, then 9 up) and took 1.30x the replay's time,
+ * 1.14x with one chunk per slice.  The price is an event record and a wait
+ * per chunk on vx's streams (2 MiB take 40-80 us on the link). */
+#define EX_REQ_SLICE 1
 #define EX_OPS_CAP (EX_PLAN_CAP + 256) /* ops: the plan's, and the slices cut from them */
 #define EX_BATCH 64
 #define EX_RING 256            /* events marking the end of recent AHEAD prefetches */

@@ -179,6 +179,14 @@ static inline void fx_made(struct fx *f, uint64_t id, uint32_t chunks) {
   fx_launch(f, 1, 1, &r, 1);
 }
 
+/* n weights of `chunks` chunks each (fx_made), numbered from *id on. */
+static inline void fx_weights(struct fx *f, uint64_t *w, int n, uint32_t chunks, uint64_t *id) {
+  for (int l = 0; l < n; l++) {
+    w[l] = (*id)++;
+    fx_made(f, w[l], chunks);
+  }
+}
+
 static inline double fx_coverage(const struct fx *f) {
   return f->used ? (double)f->covered / (double)f->used : 1.0;
 }

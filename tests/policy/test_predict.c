@@ -596,10 +596,7 @@ START_TEST(recycled_kv_blocks_keep_the_period) {
   fx_init(&F, POL_PREDICT, 16); /* weights 16 + activations 1 + pool 5 do not fit */
   uint64_t id = 1, w[LAYERS], pool[POOL], x = id++;
   fx_alloc(&F, x, 1);
-  for (int l = 0; l < LAYERS; l++) {
-    w[l] = id++;
-    fx_made(&F, w[l], WCH);
-  }
+  fx_weights(&F, w, LAYERS, WCH, &id);
   for (int i = 0; i < POOL; i++)
     fx_alloc(&F, pool[i] = id++, 1);
   uint64_t w_used = 0, w_covered = 0;
@@ -639,10 +636,7 @@ START_TEST(no_prefetch_into_room_of_recurring_allocations) {
   enum { NW = 16, WCH = 1, SCH = 4, AT = 8 };
   fx_init(&F, POL_PREDICT, 12);
   uint64_t id = 1, w[NW];
-  for (int l = 0; l < NW; l++) {
-    w[l] = id++;
-    fx_made(&F, w[l], WCH);
-  }
+  fx_weights(&F, w, NW, WCH, &id);
   static uint8_t pending[FX_IDS][FX_CHUNKS];
   memset(pending, 0, sizeof pending);
   uint64_t wasted = 0, into_room = 0, req_evict = 0;
@@ -697,10 +691,7 @@ START_TEST(room_a_free_returns_is_not_bought_with_a_write_back) {
   enum { L = 8, WCH = 2, ACH = 3 };
   fx_init(&F, POL_PREDICT, 16);
   uint64_t id = 1, w[L];
-  for (int l = 0; l < L; l++) {
-    w[l] = id++;
-    fx_made(&F, w[l], WCH);
-  }
+  fx_weights(&F, w, L, WCH, &id);
   static uint8_t down[FX_IDS][FX_CHUNKS]; /* evicted and not used since */
   memset(down, 0, sizeof down);
   uint64_t dead = 0, evicted = 0;
@@ -756,10 +747,7 @@ START_TEST(room_a_free_returns_counts_toward_new_allocations) {
   enum { L = 4, WCH = 1, ACH = 8 };
   fx_init(&F, POL_PREDICT, 20);
   uint64_t id = 1, w[L];
-  for (int l = 0; l < L; l++) {
-    w[l] = id++;
-    fx_made(&F, w[l], WCH);
-  }
+  fx_weights(&F, w, L, WCH, &id);
   uint64_t required = 0, evicted = 0;
   for (int it = 0; it < 10; it++) {
     uint64_t a[L + 1], g = 0;

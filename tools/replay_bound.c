@@ -42,22 +42,28 @@ static struct hent heap_pop(struct heap *h) {
   return top;
 }
 
-/* The launch's distinct chunks, appended to refs; wr[i] = 1 if the launch may write
- * refs[i] (any range reaching it not read-only). */
+/* How a launch reaches a chunk: RF_RD if some range reaching it may read it
+ * (not POL_ACCESS_WRITE: the old data is needed), RF_WR if some range may
+ * write it (not POL_ACCESS_READ). */
+enum { RF_RD = 1, RF_WR = 2 };
+
+/* The launch's distinct chunks, appended to refs, with their RF_* in fl. */
 static size_t launch_refs(const rp_trace_t *t, const rp_event_t *ev, uint32_t *stamp, uint32_t s,
-                          size_t *at, uint32_t *refs, uint8_t *wr, size_t n) {
+                          size_t *at, uint32_t *refs, uint8_t *fl, size_t n) {
   for (uint32_t r = 0; r < ev->nr; r++) {
     const pol_range_t *rg = &t->rg[ev->r0 + r];
     const rp_alloc_t *a = &t->al[t->rg_alloc[ev->r0 + r]];
+    uint8_t f =
+        (rg->mode != POL_ACCESS_WRITE ? RF_RD : 0) | (rg->mode != POL_ACCESS_READ ? RF_WR : 0);
     for (uint64_t i = rg->first; i < (uint64_t)rg->first + rg->count && i < a->nchunks; i++) {
       uint32_t g = (uint32_t)(a->base + i);
       if (stamp[g] != s) {
         stamp[g] = s;
         at[g] = n;
-        wr[n] = 0;
+        fl[n] = 0;
         refs[n++] = g;
       }
-      if (rg->mode != POL_ACCESS_READ) wr[at[g]] = 1;
+      fl[at[g]] |= f;
     }
   }
   return n;
@@ -65,10 +71,10 @@ static size_t launch_refs(const rp_trace_t *t, const rp_event_t *ev, uint32_t *s
 
 struct refs {
   uint32_t *g;  /* every launch's distinct chunks, each launch ended by UINT32_MAX */
-  uint8_t *wr;  /* written by that launch */
-  uint64_t *nx; /* position of the chunk's next reference, UINT64_MAX = none */
-  uint64_t *pe; /* position of its last reference before the next write (min_down) */
-  uint8_t *st;  /* the reference starts a span of data only the device has: wr, or first */
+  uint8_t *fl;  /* RF_* of that launch for that chunk */
+  uint64_t *nx; /* position of the chunk's next reference if it reads, UINT64_MAX = none */
+  uint64_t *se; /* where the span of device-only data it is in ends (min_down) */
+  uint8_t *st;  /* the reference starts a span of data only the device has: it writes */
   uint64_t *sz; /* bytes of each chunk (a tail chunk is shorter) */
   size_t n;
 };
@@ -109,7 +115,10 @@ static void drop_alloc(const rp_trace_t *t, const rp_event_t *ev, uint64_t *res,
 }
 
 /* H2D: MIN over the reference string (first touches are free, freed chunks
- * leave), a launch's chunks all resident while it runs (when they fit). */
+ * leave), a launch's chunks all resident while it runs (when they fit).  A
+ * launch that only writes a chunk needs none of its old data: placing it
+ * costs nothing (the planner's POL_ACT_NODATA), and what only such a write
+ * comes for next is worth nothing kept (nx). */
 static uint64_t min_up(const rp_trace_t *t, uint64_t cap, const struct refs *R, uint64_t *res,
                        uint8_t *touched, uint64_t *cur, struct heap *h, uint32_t *pin,
                        struct hent *aside) {
@@ -125,7 +134,7 @@ static uint64_t min_up(const rp_trace_t *t, uint64_t cap, const struct refs *R, 
     for (; R->g[pos] != UINT32_MAX; pos++) {
       uint32_t g = R->g[pos];
       uint64_t miss = R->sz[pos] - res[g];
-      if (touched[g]) bytes += miss;
+      if (touched[g] && (R->fl[pos] & RF_RD)) bytes += miss;
       res[g] = R->sz[pos], size += miss, own += R->sz[pos];
       touched[g] = 1;
       cur[g] = R->nx[pos];
@@ -138,44 +147,37 @@ static uint64_t min_up(const rp_trace_t *t, uint64_t cap, const struct refs *R, 
   return bytes;
 }
 
-/* D2H: a chunk written by a launch (or first touched: no host copy exists)
- * holds data only the device has until it is written again or dies; if it
- * leaves the device before its last use in between, it is written back
- * (managed memory keeps one copy), at least once: after that a ReadMostly
- * copy may serve the rest of that span for free.  So each such span, from
- * the write to that last use, is an interval the device holds or pays its
- * bytes for; reads inside it do not end it (data read once since its
- * write is still only on the device).  Keeping the most bytes, with the
- * device at each launch holding that launch's chunks too, is interval
- * packing under a capacity that varies by launch; giving up what ends last
- * when over capacity (MIN again) keeps the most.  Freed or never reused
- * data is dropped. */
+/* D2H: a chunk a launch writes holds data only the device has (one never
+ * written holds zeros, or what a copy put there: a host tier may hold and
+ * read that in place, never on the device at all).  Managed memory
+ * keeps one copy and no exact policy drops a live byte (vx cannot know
+ * nothing will read it: the host may, unseen), so if the chunk leaves the
+ * device before that data dies (the next write, its free, or the end of the
+ * run), it is written back, at least once: after that a ReadMostly copy
+ * may serve the rest of the span for free.  So each such span is an
+ * interval the device holds or pays its bytes for; reads inside it do not
+ * end it.  Keeping the most bytes in `cap` is interval packing, and giving
+ * up what ends last when over capacity (MIN again) keeps the most.  A
+ * launch's other chunks take no room here: a launch may reach them over
+ * the link (a host tier does), and charging their room would make that
+ * rule wrong (a span kept spares the room its reads take: the engine's
+ * demand paging wrote back less than such a bound on transformer-train). */
 static uint64_t min_down(const rp_trace_t *t, uint64_t cap, const struct refs *R, uint64_t *res,
-                         uint64_t *cur, uint64_t *kept, struct heap *h) {
+                         uint64_t *cur, struct heap *h) {
   uint64_t bytes = 0, size = 0;
   size_t pos = 0;
   for (size_t e = 0; e < t->nev; e++) {
     const rp_event_t *ev = &t->ev[e];
     if (ev->type == POL_TREC_FREE) drop_alloc(t, ev, res, &size);
     if (ev->type != POL_TREC_LAUNCH) continue;
-    size_t p0 = pos;
-    uint64_t own = 0;
-    for (; R->g[pos] != UINT32_MAX; pos++) { /* the launch's own: held while it runs */
-      own += R->sz[pos];
-      kept[pos] = res[R->g[pos]];
-      size -= res[R->g[pos]], res[R->g[pos]] = 0;
-    }
-    bytes += shrink(h, res, cur, &size, cap > own ? cap - own : 0, NULL, 0, NULL);
-    for (pos = p0; R->g[pos] != UINT32_MAX; pos++) {
+    for (; R->g[pos] != UINT32_MAX; pos++) {
+      if (!R->st[pos]) continue; /* a read inside a span carries on what is kept */
       uint32_t g = R->g[pos];
-      if (R->pe[pos] == pos) continue; /* no use left before it is written again */
-      /* a write starts a span; a read inside one carries on what was kept */
-      uint64_t b = R->st[pos] ? R->sz[pos] : kept[pos];
-      if (!b) continue;
-      res[g] = b, size += b;
-      cur[g] = R->pe[pos];
-      heap_push(h, R->pe[pos], g);
+      size += R->sz[pos] - res[g], res[g] = R->sz[pos];
+      cur[g] = R->se[pos];
+      heap_push(h, R->se[pos], g);
     }
+    bytes += shrink(h, res, cur, &size, cap, NULL, 0, NULL);
     pos++;
   }
   return bytes;
@@ -196,60 +198,68 @@ static int refs_build(const rp_trace_t *t, struct refs *R) {
   size_t maxref = t->nlaunch;
   for (size_t i = 0; i < t->nrg; i++)
     maxref += t->rg[i].count;
-  uint32_t *stamp = calloc(t->nchunks + 1, sizeof *stamp);
-  uint32_t *owner = malloc((t->nchunks + 1) * sizeof *owner);
-  size_t *at = malloc((t->nchunks + 1) * sizeof *at);
-  uint64_t *last = malloc((t->nchunks + 1) * sizeof *last);
+  size_t nc = t->nchunks + 1;
+  uint32_t *stamp = calloc(nc, sizeof *stamp);
+  uint32_t *owner = malloc(nc * sizeof *owner);
+  size_t *at = malloc(nc * sizeof *at);
+  uint64_t *last = malloc(nc * sizeof *last), *end = malloc(nc * sizeof *end);
   R->g = malloc((maxref + 1) * sizeof *R->g);
-  R->wr = malloc(maxref + 1);
+  R->fl = malloc(maxref + 1);
   R->nx = malloc((maxref + 1) * sizeof *R->nx);
   R->sz = malloc((maxref + 1) * sizeof *R->sz);
-  R->pe = malloc((maxref + 1) * sizeof *R->pe);
+  R->se = malloc((maxref + 1) * sizeof *R->se);
   R->st = calloc(maxref + 1, 1);
-  int ok = stamp && owner && at && last && R->g && R->wr && R->nx && R->sz && R->pe && R->st;
+  int ok = stamp && owner && at && last && end && R->g && R->fl && R->nx && R->sz && R->se && R->st;
   if (ok) {
     for (size_t a = 0; a < t->nal; a++)
       for (uint32_t i = 0; i < t->al[a].nchunks; i++)
         owner[t->al[a].base + i] = (uint32_t)a;
     uint32_t s = 0;
     size_t n = 0;
+    for (size_t g = 0; g < nc; g++)
+      end[g] = UINT64_MAX;
     for (size_t e = 0; e < t->nev; e++) {
-      if (t->ev[e].type != POL_TREC_LAUNCH) continue;
+      const rp_event_t *ev = &t->ev[e];
+      if (ev->type == POL_TREC_FREE) { /* its data dies here, before the next launch */
+        const rp_alloc_t *a = &t->al[ev->alloc];
+        for (uint32_t i = 0; i < a->nchunks; i++)
+          end[a->base + i] = n;
+      }
+      if (ev->type != POL_TREC_LAUNCH) continue;
       size_t p0 = n;
-      n = launch_refs(t, &t->ev[e], stamp, ++s, at, R->g, R->wr, n);
+      n = launch_refs(t, ev, stamp, ++s, at, R->g, R->fl, n);
       for (size_t i = p0; i < n; i++)
         R->sz[i] = chunk_bytes(t, R->g[i], owner);
       R->g[n++] = UINT32_MAX; /* end of launch */
     }
     R->n = n;
-    for (size_t g = 0; g <= t->nchunks; g++)
-      last[g] = UINT64_MAX;
-    for (size_t i = n; i-- > 0;) {
-      if (R->g[i] == UINT32_MAX) continue;
-      R->nx[i] = last[R->g[i]];
-      last[R->g[i]] = i;
-    }
-    /* spans: a chunk's first reference (last[] holds it now) and its writes
-     * start one; it ends at the last reference before the next start (last[]
-     * is reused: the end of the span being scanned, backwards) */
-    for (size_t i = 0; i < n; i++)
-      if (R->g[i] != UINT32_MAX && (R->wr[i] || last[R->g[i]] == i)) R->st[i] = 1;
-    for (size_t g = 0; g <= t->nchunks; g++)
+    for (size_t g = 0; g < nc; g++)
       last[g] = UINT64_MAX;
     for (size_t i = n; i-- > 0;) {
       uint32_t g = R->g[i];
       if (g == UINT32_MAX) continue;
-      if (last[g] == UINT64_MAX) last[g] = i;
-      R->pe[i] = last[g];
-      if (R->st[i]) last[g] = UINT64_MAX;
+      R->nx[i] = last[g] != UINT64_MAX && (R->fl[last[g]] & RF_RD) ? last[g] : UINT64_MAX;
+      last[g] = i;
+    }
+    /* spans: a write starts one; it ends where the next starts, at the
+     * chunk's free, or at the end of the run (end[]) */
+    for (size_t i = 0; i < n; i++)
+      R->st[i] = R->g[i] != UINT32_MAX && (R->fl[i] & RF_WR);
+    for (size_t g = 0; g < nc; g++)
+      if (end[g] == UINT64_MAX) end[g] = n;
+    for (size_t i = n; i-- > 0;) {
+      uint32_t g = R->g[i];
+      if (g == UINT32_MAX) continue;
+      R->se[i] = end[g];
+      if (R->st[i]) end[g] = i;
     }
   }
-  free(stamp), free(owner), free(at), free(last);
+  free(stamp), free(owner), free(at), free(last), free(end);
   return ok ? 0 : -ENOMEM;
 }
 
 static void refs_free(struct refs *R) {
-  free(R->g), free(R->wr), free(R->nx), free(R->sz), free(R->pe), free(R->st);
+  free(R->g), free(R->fl), free(R->nx), free(R->sz), free(R->se), free(R->st);
 }
 
 int rp_min_traffic(const rp_trace_t *t, uint64_t capacity, uint64_t *up, uint64_t *down) {
@@ -261,16 +271,15 @@ int rp_min_traffic(const rp_trace_t *t, uint64_t capacity, uint64_t *up, uint64_
   uint32_t *pin = calloc(t->nchunks + 1, sizeof *pin);
   struct heap h = {.v = malloc((R.n + 1) * sizeof *h.v)};
   struct hent *aside = malloc((R.n + 1) * sizeof *aside);
-  uint64_t *kept = malloc((R.n + 1) * sizeof *kept);
-  if (!r && (!cur || !flag || !touched || !pin || !h.v || !aside || !kept)) r = -ENOMEM;
+  if (!r && (!cur || !flag || !touched || !pin || !h.v || !aside)) r = -ENOMEM;
   if (!r) {
     *up = min_up(t, cap, &R, flag, touched, cur, &h, pin, aside);
     memset(flag, 0, (t->nchunks + 1) * sizeof *flag);
     h.n = 0;
-    *down = min_down(t, cap, &R, flag, cur, kept, &h);
+    *down = min_down(t, cap, &R, flag, cur, &h);
   }
   refs_free(&R);
-  free(cur), free(flag), free(touched), free(h.v), free(kept);
+  free(cur), free(flag), free(touched), free(h.v);
   free(pin), free(aside);
   return r;
 }
@@ -280,10 +289,12 @@ int rp_min_traffic(const rp_trace_t *t, uint64_t capacity, uint64_t *up, uint64_
  * and those after it have not begun, with at most `cap` bytes on the device
  * (a chunk being copied, or being written back, holds its room).  Between
  * two such moments T_a and T_b:
- *   up:    every chunk that launches a..b-1 use, touched before a, and not
+ *   up:    every chunk that launches a..b-1 use, touched before a, first
+ *          used in between by one that reads it (not only writes), and not
  *          on the device at T_a is copied up (or read over the link) in
  *          between: at least U(a,b) - cap bytes;
- *   down:  every chunk written (or first touched) by launches a..b-1 and
+ *   down:  every chunk that launches a..b-1 write (a span's start, as
+ *          min_down has it) and
  *          still allocated at T_b (used again or not: the trace records no
  *          host copies, so any live byte may yet be read and no exact
  *          policy drops it), but not on the device at T_b, was written
@@ -365,9 +376,9 @@ static int cut_bound(const rp_trace_t *t, const rp_model_t *m, uint64_t cap, con
         uint32_t g = R->g[q];
         if (c.seen[g] != s) {
           c.seen[g] = s;
-          if (c.first[g] < a) up += R->sz[q];
+          if (c.first[g] < a && (R->fl[q] & RF_RD)) up += R->sz[q];
         }
-        if ((R->wr[q] || c.first[g] == j) && c.wseen[g] != s) {
+        if (R->st[q] && c.wseen[g] != s) {
           c.wseen[g] = s;
           down += R->sz[q];
         }

@@ -49,6 +49,15 @@ static void launch(uint64_t kernel, uint64_t id, uint32_t count, uint32_t mode, 
   launch_at(kernel, id, 0, count, mode, dur);
 }
 
+static void copy_rec(uint64_t id, uint64_t stream, uint32_t dir, uint32_t flags) {
+  rec(&(pol_trace_rec_t){.type = POL_TREC_COPY,
+                         .stream = stream,
+                         .alloc_id = id,
+                         .bytes = 2 * MIB,
+                         .dir = dir,
+                         .flags = flags});
+}
+
 /* Loads the trace built in buf under the default model with a link of one
  * chunk per millisecond, the by-hand tests' unit. */
 static void load_ms(rp_trace_t *t, rp_model_t *m) {
@@ -358,7 +367,8 @@ START_TEST(predict_cost_by_hand) {
 END_TEST
 
 /* The bound by hand: A's written chunks must leave for B before A is read again,
- * so 4 MiB go down (dirty) and come back up; B's are never used again (free). */
+ * so 4 MiB go down (dirty) and come back up: of the four live chunks only two
+ * fit. */
 START_TEST(bound_counts_write_back_by_hand) {
   rp_trace_t t;
   rp_model_t m;
@@ -420,7 +430,9 @@ START_TEST(bound_keeps_the_turn) {
 }
 END_TEST
 
-/* Only dirty evictions: three written chunks, room for two, each read back later. */
+/* Only dirty evictions: three chunks first touched, room for two, each read
+ * back later.  Written, one must leave dirty; only read, they hold zeros a
+ * host tier may read in place, and nothing need go down. */
 START_TEST(bound_write_back_only_dirty) {
   rp_trace_t t;
   rp_model_t m;
@@ -430,21 +442,21 @@ START_TEST(bound_write_back_only_dirty) {
     begin(4 * MIB);
     for (uint64_t id = 1; id <= 3; id++)
       alloc(id, 2 * MIB);
-    for (uint64_t id = 1; id <= 3; id++) /* first touch: no host copy, even if only read */
+    for (uint64_t id = 1; id <= 3; id++)
       launch(id, id, 1, mode ? POL_ACCESS_WRITE : POL_ACCESS_READ, 1000);
     for (uint64_t id = 1; id <= 3; id++)
       launch(10 + id, id, 1, POL_ACCESS_READ, 1000);
     ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), 0);
     rp_model_default(&m, t.capacity);
     ck_assert_int_eq(rp_run(&t, &m, "bound", &b), 0);
-    ck_assert_uint_eq(b.bytes_down, 2 * MIB); /* one chunk must leave dirty */
-    ck_assert_uint_eq(b.bytes_up, 2 * MIB);   /* and come back */
+    ck_assert_uint_eq(b.bytes_down, mode ? 2 * MIB : 0);
+    ck_assert_uint_eq(b.bytes_up, 2 * MIB); /* one comes back */
     rp_trace_free(&t);
   }
   /* written once, then read cycled: each chunk that ever leaves is written
-   * back once (a ReadMostly copy may serve its later trips for free), and
-   * with room for two, one beside the launch's own, at most one chunk can
-   * stay all along: two leave */
+   * back once (a ReadMostly copy may serve its later trips for free); with
+   * room for two, and a launch free to reach its chunk over the link (a host
+   * tier's, taking no room), two can stay all along: one leaves */
   begin(4 * MIB);
   for (uint64_t id = 1; id <= 3; id++)
     alloc(id, 2 * MIB);
@@ -454,7 +466,7 @@ START_TEST(bound_write_back_only_dirty) {
   ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), 0);
   rp_model_default(&m, t.capacity);
   ck_assert_int_eq(rp_run(&t, &m, "bound", &b), 0);
-  ck_assert_uint_eq(b.bytes_down, 2 * 2 * MIB);
+  ck_assert_uint_eq(b.bytes_down, 2 * MIB);
   ck_assert_uint_eq(b.bytes_up, 4 * 2 * MIB); /* MIN on 1 2 3 cycled 4 times, room 2: 4 misses */
   rp_trace_free(&t);
 }
@@ -488,6 +500,94 @@ START_TEST(bound_charges_dirt_carried_past_a_read) {
     ck_assert_int_eq(rp_run(&t, &m, pols[i], &r), 0);
     ck_assert_msg(r.bytes_down >= b.bytes_down, "%s wrote back %llu", pols[i],
                   (unsigned long long)r.bytes_down);
+  }
+  rp_trace_free(&t);
+}
+END_TEST
+
+/* Data lives until it is written again, freed, or the run ends, whether or
+ * not it is read again: A written and read, then B and C written in room
+ * for two and read.  At C's launch three live chunks have only device
+ * copies, and no exact policy drops A (nothing says it is dead): one is
+ * written back.  (The bound used to end A's span at its read, and charged
+ * nothing.) */
+START_TEST(bound_charges_live_data_until_it_dies) {
+  rp_trace_t t;
+  rp_model_t m;
+  rp_result_t b, r;
+  begin(4 * MIB);
+  for (uint64_t id = 1; id <= 3; id++)
+    alloc(id, 2 * MIB);
+  launch(1, 1, 1, POL_ACCESS_WRITE, 1000);
+  launch(2, 1, 1, POL_ACCESS_READ, 1000);
+  launch(3, 2, 1, POL_ACCESS_WRITE, 1000);
+  launch(4, 3, 1, POL_ACCESS_WRITE, 1000);
+  launch(5, 2, 1, POL_ACCESS_READ, 1000);
+  launch(6, 3, 1, POL_ACCESS_READ, 1000);
+  load_ms(&t, &m);
+  ck_assert_int_eq(rp_run(&t, &m, "bound", &b), 0);
+  ck_assert_uint_eq(b.bytes_down, 2 * MIB);
+  static const char *pols[] = {"demand", "deepum", "static", "predict", "clairvoyant"};
+  for (int i = 0; i < 5; i++) {
+    ck_assert_int_eq(rp_run(&t, &m, pols[i], &r), 0);
+    ck_assert_msg(r.bytes_down >= b.bytes_down, "%s wrote back %llu", pols[i],
+                  (unsigned long long)r.bytes_down);
+    ck_assert_msg(r.total_s >= b.total_s - 1e-12, "%s below the bound", pols[i]);
+  }
+  rp_trace_free(&t);
+}
+END_TEST
+
+/* A launch that only writes a chunk needs none of its old data, so bringing
+ * it back costs nothing (POL_ACT_NODATA): A written, B written in room for
+ * one (A leaves), A overwritten.  The bound moves nothing up; it used to
+ * count A as a miss, above what predict moves. */
+START_TEST(bound_brings_up_nothing_for_a_write) {
+  rp_trace_t t;
+  rp_model_t m;
+  rp_result_t b, r;
+  begin(2 * MIB);
+  alloc(1, 2 * MIB);
+  alloc(2, 2 * MIB);
+  launch(1, 1, 1, POL_ACCESS_WRITE, 1000);
+  launch(2, 2, 1, POL_ACCESS_WRITE, 1000);
+  launch(3, 1, 1, POL_ACCESS_WRITE, 1000);
+  load_ms(&t, &m);
+  ck_assert_int_eq(rp_run(&t, &m, "bound", &b), 0);
+  ck_assert_uint_eq(b.bytes_up, 0);
+  ck_assert_uint_eq(b.bytes_down, 2 * MIB); /* A's first data, or B's, leaves once */
+  ck_assert_int_eq(rp_run(&t, &m, "predict", &r), 0);
+  ck_assert_uint_eq(r.bytes_up, 0);
+  ck_assert_msg(r.total_s >= b.total_s - 1e-12, "predict below the bound");
+  rp_trace_free(&t);
+}
+END_TEST
+
+/* A chunk no launch writes holds what a copy put there (or zeros), which a
+ * host tier reads in place, and nothing need go down.  Room for one, A and
+ * B filled by copies, then read in turn: static writes nothing back (the
+ * bound used to start a span at every first touch, and charged 4 MiB). */
+START_TEST(bound_reads_start_no_write_back) {
+  rp_trace_t t;
+  rp_model_t m;
+  rp_result_t b, r;
+  begin(2 * MIB);
+  alloc(1, 2 * MIB);
+  alloc(2, 2 * MIB);
+  copy_rec(1, 1, POL_COPY_HTOD, 0);
+  copy_rec(2, 1, POL_COPY_HTOD, 0);
+  for (int i = 0; i < 4; i++)
+    launch(10 + (uint64_t)i, 1 + (uint64_t)(i & 1), 1, POL_ACCESS_READ, 1000);
+  load_ms(&t, &m);
+  ck_assert_int_eq(rp_run(&t, &m, "bound", &b), 0);
+  ck_assert_uint_eq(b.bytes_down, 0);
+  ck_assert_uint_eq(b.bytes_up, 4 * MIB + 2 * 2 * MIB); /* the copies, and A and B back once */
+  static const char *pols[] = {"demand", "deepum", "static", "predict", "clairvoyant"};
+  for (int i = 0; i < 5; i++) {
+    ck_assert_int_eq(rp_run(&t, &m, pols[i], &r), 0);
+    ck_assert_msg(r.total_s >= b.total_s - 1e-12, "%s below the bound", pols[i]);
+    if (!strcmp(pols[i], "static")) /* host tier: read in place, nothing written back */
+      ck_assert_uint_eq(r.bytes_down, 0);
   }
   rp_trace_free(&t);
 }
@@ -532,14 +632,6 @@ START_TEST(freed_data_never_written_back) {
 }
 END_TEST
 
-static void copy_rec(uint64_t id, uint64_t stream, uint32_t dir, uint32_t flags) {
-  rec(&(pol_trace_rec_t){.type = POL_TREC_COPY,
-                         .stream = stream,
-                         .alloc_id = id,
-                         .bytes = 2 * MIB,
-                         .dir = dir,
-                         .flags = flags});
-}
 
 /* COPY records (the program's own cuMemcpy): one chunk, room for two.  An
  * async H2D copy into a chunk never touched (1 ms on the H2D engine) leaves
@@ -771,6 +863,9 @@ int main(void) {
   tcase_add_test(t, bound_keeps_the_turn);
   tcase_add_test(t, bound_write_back_only_dirty);
   tcase_add_test(t, bound_charges_dirt_carried_past_a_read);
+  tcase_add_test(t, bound_charges_live_data_until_it_dies);
+  tcase_add_test(t, bound_brings_up_nothing_for_a_write);
+  tcase_add_test(t, bound_reads_start_no_write_back);
   tcase_add_test(t, clairvoyant_is_the_old_oracle);
   tcase_add_test(t, freed_data_never_written_back);
   tcase_add_test(t, copies_cost_the_link_by_hand);

@@ -71,10 +71,10 @@ static size_t launch_refs(const rp_trace_t *t, const rp_event_t *ev, uint32_t *s
 
 struct refs {
   uint32_t *g;  /* every launch's distinct chunks, each launch ended by UINT32_MAX */
-  uint8_t *fl;  /* RF_* of that launch for that chunk */
+  uint8_t *fl;  /* RF_* of that launch for that chunk; RF_WR starts a span of data only the
+                 * device has */
   uint64_t *nx; /* position of the chunk's next reference if it reads, UINT64_MAX = none */
   uint64_t *se; /* where the span of device-only data it is in ends (min_down) */
-  uint8_t *st;  /* the reference starts a span of data only the device has: it writes */
   uint64_t *sz; /* bytes of each chunk (a tail chunk is shorter) */
   size_t n;
 };
@@ -171,7 +171,7 @@ static uint64_t min_down(const rp_trace_t *t, uint64_t cap, const struct refs *R
     if (ev->type == POL_TREC_FREE) drop_alloc(t, ev, res, &size);
     if (ev->type != POL_TREC_LAUNCH) continue;
     for (; R->g[pos] != UINT32_MAX; pos++) {
-      if (!R->st[pos]) continue; /* a read inside a span carries on what is kept */
+      if (!(R->fl[pos] & RF_WR)) continue; /* a read inside a span carries on what is kept */
       uint32_t g = R->g[pos];
       size += R->sz[pos] - res[g], res[g] = R->sz[pos];
       cur[g] = R->se[pos];
@@ -208,8 +208,7 @@ static int refs_build(const rp_trace_t *t, struct refs *R) {
   R->nx = malloc((maxref + 1) * sizeof *R->nx);
   R->sz = malloc((maxref + 1) * sizeof *R->sz);
   R->se = malloc((maxref + 1) * sizeof *R->se);
-  R->st = calloc(maxref + 1, 1);
-  int ok = stamp && owner && at && last && end && R->g && R->fl && R->nx && R->sz && R->se && R->st;
+  int ok = stamp && owner && at && last && end && R->g && R->fl && R->nx && R->sz && R->se;
   if (ok) {
     for (size_t a = 0; a < t->nal; a++)
       for (uint32_t i = 0; i < t->al[a].nchunks; i++)
@@ -243,15 +242,13 @@ static int refs_build(const rp_trace_t *t, struct refs *R) {
     }
     /* spans: a write starts one; it ends where the next starts, at the
      * chunk's free, or at the end of the run (end[]) */
-    for (size_t i = 0; i < n; i++)
-      R->st[i] = R->g[i] != UINT32_MAX && (R->fl[i] & RF_WR);
     for (size_t g = 0; g < nc; g++)
       if (end[g] == UINT64_MAX) end[g] = n;
     for (size_t i = n; i-- > 0;) {
       uint32_t g = R->g[i];
       if (g == UINT32_MAX) continue;
       R->se[i] = end[g];
-      if (R->st[i]) end[g] = i;
+      if (R->fl[i] & RF_WR) end[g] = i;
     }
   }
   free(stamp), free(owner), free(at), free(last), free(end);
@@ -259,7 +256,7 @@ static int refs_build(const rp_trace_t *t, struct refs *R) {
 }
 
 static void refs_free(struct refs *R) {
-  free(R->g), free(R->fl), free(R->nx), free(R->sz), free(R->se), free(R->st);
+  free(R->g), free(R->fl), free(R->nx), free(R->sz), free(R->se);
 }
 
 int rp_min_traffic(const rp_trace_t *t, uint64_t capacity, uint64_t *up, uint64_t *down) {
@@ -378,7 +375,7 @@ static int cut_bound(const rp_trace_t *t, const rp_model_t *m, uint64_t cap, con
           c.seen[g] = s;
           if (c.first[g] < a && (R->fl[q] & RF_RD)) up += R->sz[q];
         }
-        if (R->st[q] && c.wseen[g] != s) {
+        if ((R->fl[q] & RF_WR) && c.wseen[g] != s) {
           c.wseen[g] = s;
           down += R->sz[q];
         }

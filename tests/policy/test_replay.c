@@ -472,6 +472,20 @@ START_TEST(bound_write_back_only_dirty) {
 }
 END_TEST
 
+/* Room for two: A (allocation 1) written and read, then B and C written,
+ * then B read, then allocation `last` read. */
+static void three_in_two(uint64_t last) {
+  begin(4 * MIB);
+  for (uint64_t id = 1; id <= 3; id++)
+    alloc(id, 2 * MIB);
+  launch(1, 1, 1, POL_ACCESS_WRITE, 1000);
+  launch(2, 1, 1, POL_ACCESS_READ, 1000);
+  launch(3, 2, 1, POL_ACCESS_WRITE, 1000);
+  launch(4, 3, 1, POL_ACCESS_WRITE, 1000);
+  launch(5, 2, 1, POL_ACCESS_READ, 1000);
+  launch(6, last, 1, POL_ACCESS_READ, 1000);
+}
+
 /* Data read since its write is still only on the device: A written, read,
  * then B and C made in room for two, then B and A read.  At C's launch A or
  * B leaves, and either is written back (the old bound counted gaps only
@@ -481,15 +495,7 @@ START_TEST(bound_charges_dirt_carried_past_a_read) {
   rp_model_t m;
   rp_result_t b, r;
   char err[128];
-  begin(4 * MIB);
-  for (uint64_t id = 1; id <= 3; id++)
-    alloc(id, 2 * MIB);
-  launch(1, 1, 1, POL_ACCESS_WRITE, 1000);
-  launch(2, 1, 1, POL_ACCESS_READ, 1000);
-  launch(3, 2, 1, POL_ACCESS_WRITE, 1000);
-  launch(4, 3, 1, POL_ACCESS_WRITE, 1000);
-  launch(5, 2, 1, POL_ACCESS_READ, 1000);
-  launch(6, 1, 1, POL_ACCESS_READ, 1000);
+  three_in_two(1);
   ck_assert_int_eq(rp_trace_load(&t, buf, len, 0, err, sizeof err), 0);
   rp_model_default(&m, t.capacity);
   ck_assert_int_eq(rp_run(&t, &m, "bound", &b), 0);
@@ -515,15 +521,7 @@ START_TEST(bound_charges_live_data_until_it_dies) {
   rp_trace_t t;
   rp_model_t m;
   rp_result_t b, r;
-  begin(4 * MIB);
-  for (uint64_t id = 1; id <= 3; id++)
-    alloc(id, 2 * MIB);
-  launch(1, 1, 1, POL_ACCESS_WRITE, 1000);
-  launch(2, 1, 1, POL_ACCESS_READ, 1000);
-  launch(3, 2, 1, POL_ACCESS_WRITE, 1000);
-  launch(4, 3, 1, POL_ACCESS_WRITE, 1000);
-  launch(5, 2, 1, POL_ACCESS_READ, 1000);
-  launch(6, 3, 1, POL_ACCESS_READ, 1000);
+  three_in_two(3);
   load_ms(&t, &m);
   ck_assert_int_eq(rp_run(&t, &m, "bound", &b), 0);
   ck_assert_uint_eq(b.bytes_down, 2 * MIB);

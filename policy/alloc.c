@@ -136,6 +136,7 @@ void chunk_set_resident(pol_t *p, struct pol_chunk *c) {
 
 /* Moves a chunk off the device (to LOC_HOST/LOC_NVME) or forgets it (LOC_FRESH). */
 void chunk_set_away(pol_t *p, struct pol_chunk *c, int loc) {
+  c->ahead = 0;
   if (c->loc == LOC_DEV) {
     if (p->cursor == c) p->cursor = c->next;
     lru_unlink(c);

@@ -81,6 +81,8 @@ static int evict(pol_t *p, struct pol_chunk *v, int when, pol_plan_t *plan) {
   int clean = !v->dirty && tier == POL_TIER_HOST;
   int r = plan_emit_f(plan, POL_OP_EVICT, when, tier, clean ? POL_ACT_CLEAN : 0, v);
   if (r < 0) return r;
+  if (v->ahead) p->st.ahead_wasted++;
+  v->ahead = 0;
   chunk_set_away(p, v, tier == POL_TIER_NVME ? LOC_NVME : LOC_HOST);
   p->st.chunks_evicted++;
   return 0;
@@ -264,6 +266,8 @@ static int required(pol_t *p, const pol_launch_t *l, uint64_t m, pol_plan_t *pla
         if (r > 0) continue;
       }
       if (mode != POL_ACCESS_READ) c->dirty = 1; /* this launch writes it */
+      if (c->ahead) p->st.ahead_used++;
+      c->ahead = 0;
       c->last_use = p->seq;
       lru_touch(p, c);
     }
@@ -453,6 +457,7 @@ static int ahead(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
     int from_host = x->c->loc == LOC_HOST;
     chunk_set_resident(p, x->c);
     x->c->dirty = (uint8_t)!from_host;
+    x->c->ahead = 1;
     pass_add(&s, x->c);
     p->st.chunks_ahead++;
   }

@@ -31,7 +31,8 @@ struct pol_chunk {
   uint32_t next2;    /* the use after that within the window, 0 = none */
   uint8_t loc;       /* LOC_* as the policy believes */
   uint8_t dirty;     /* resident and not known to match a copy elsewhere (see POL_ACT_CLEAN) */
-  uint8_t pad[2];
+  uint8_t ahead;     /* brought up ahead of need and not used since */
+  uint8_t pad;
 };
 
 /* One live allocation. */

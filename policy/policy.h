@@ -229,6 +229,8 @@ typedef struct pol_stats {
   uint64_t chunks_used;      /* chunk references of launches */
   uint64_t chunks_required;  /* of those, missing at plan time (REQUIRED prefetch) */
   uint64_t chunks_ahead;     /* AHEAD prefetches planned */
+  uint64_t ahead_used;       /* of those, used by a launch while still resident */
+  uint64_t ahead_wasted;     /* of those, evicted before any launch used them */
   uint64_t chunks_evicted;   /* EVICT actions' chunks */
   uint64_t chunks_dropped;   /* DROP actions' chunks */
   uint64_t advised;          /* ADVISE_READ_MOSTLY actions */

@@ -63,6 +63,45 @@ START_TEST(periodic_learned_in_one_iteration) {
   pol_stats_t st;
   pol_get_stats(F.p, &st);
   ck_assert_uint_gt(st.launches_matched, st.launches / 2);
+  /* a learned loop uses what it brings up ahead of need */
+  ck_assert_uint_gt(st.ahead_used, 0);
+  ck_assert_uint_le(st.ahead_used + st.ahead_wasted, st.chunks_ahead);
+  ck_assert_uint_le(st.ahead_wasted * 10, st.ahead_used);
+  fx_fini(&F);
+}
+END_TEST
+
+/* A prediction that does not come true: the chunks brought up for the
+ * next layers leave unused, pressed out by an allocation no
+ * history announced, and the planner counts them wasted. */
+START_TEST(ahead_prefetches_evicted_unused_count_as_wasted) {
+  struct loop L;
+  fx_init(&F, POL_PREDICT, 24);
+  loop_init(&F, &L, 8, 4, 2, 100, 1);
+  for (int it = 0; it < 3; it++)
+    loop_iter(&F, &L);
+  /* the next iteration's forward layers by hand, until some chunks brought
+   * up ahead wait for their use */
+  pol_stats_t before, after;
+  uint64_t act[8];
+  for (uint32_t l = 0; l < L.layers; l++) {
+    act[l] = L.next_id++;
+    fx_alloc(&F, act[l], L.ach);
+    pol_range_t r[3] = {{.alloc_id = L.w[l], .count = L.wch, .mode = POL_ACCESS_READ},
+                        {.alloc_id = act[l], .count = L.ach, .mode = POL_ACCESS_WRITE},
+                        {.alloc_id = l ? act[l - 1] : act[l], .count = L.ach, .mode = POL_ACCESS_READ}};
+    fx_launch(&F, L.kbase + 1, L.stream, r, l ? 3 : 2);
+    pol_get_stats(F.p, &before);
+    if (before.chunks_ahead > before.ahead_used + before.ahead_wasted) break;
+  }
+  ck_assert_uint_gt(before.chunks_ahead, before.ahead_used + before.ahead_wasted);
+  fx_alloc(&F, 60, 24); /* the whole device, written by a kernel never seen */
+  pol_range_t r = {.alloc_id = 60, .count = 24, .mode = POL_ACCESS_WRITE};
+  fx_launch(&F, 7, 1, &r, 1);
+  pol_get_stats(F.p, &after);
+  ck_assert_uint_gt(after.ahead_wasted, before.ahead_wasted);
+  ck_assert_uint_eq(after.ahead_used, before.ahead_used);
+  ck_assert_uint_le(after.ahead_used + after.ahead_wasted, after.chunks_ahead);
   fx_fini(&F);
 }
 END_TEST
@@ -156,6 +195,7 @@ static void random_trace(pol_kind_t kind, unsigned seed) {
   pol_stats_t st;
   pol_get_stats(F.p, &st);
   ck_assert_uint_eq(st.resident, F.resident);
+  ck_assert_uint_le(st.ahead_used + st.ahead_wasted, st.chunks_ahead);
   fx_fini(&F);
 }
 
@@ -801,6 +841,7 @@ int main(void) {
   TCase *t = tcase_create("predict");
   tcase_set_timeout(t, 60);
   tcase_add_test(t, periodic_learned_in_one_iteration);
+  tcase_add_test(t, ahead_prefetches_evicted_unused_count_as_wasted);
   tcase_add_test(t, demand_learns_nothing);
   tcase_add_test(t, phase_change_recovered);
   tcase_add_test(t, two_streams_interleaved);

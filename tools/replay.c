@@ -14,6 +14,7 @@
 struct opts {
   const char *trace, *synth, *policies, *save;
   int json, live_place;
+  uint32_t watermark;
   uint64_t capacity, chunk;
   double link_gbps, dev_gbps, fault_us;
 };
@@ -23,6 +24,7 @@ static int usage(FILE *f) {
           "usage: vx replay TRACE|--synth NAME[,key=value...] [--policy a,b,...] [--json]\n"
           "                 [--capacity S] [--link-gbps G] [--fault-us U] [--dev-gbps G] "
           "[--chunk S] [--save FILE] [--place live|movable]\n"
+          "                 [--watermark P]\n"
           "policies: demand deepum static predict clairvoyant bound infinite (default: all)\n"
           "  clairvoyant: vx's planner given the true future (a reference, not a bound;\n"
           "  'oracle' is accepted for it); bound: a lower bound on every policy's time\n"
@@ -35,7 +37,9 @@ static int usage(FILE *f) {
           "--place live: as libvx runs live: some allocations native (never moved), those\n"
           "  brought up about once per use pinned to host memory, no access modes for the\n"
           "  policy, and each free waiting for the device (cuMemFree); movable (default):\n"
-          "  every allocation is managed memory\n");
+          "  every allocation is managed memory\n"
+          "--watermark P: the planner pushes chunks down ahead of need above P%% of the\n"
+          "  capacity (1-100; default 100, or VX_EVICT_WATERMARK's default with --place live)\n");
   return f == stdout ? 0 : 2;
 }
 
@@ -67,6 +71,11 @@ static int parse_args(int argc, char **argv, struct opts *o) {
     } else if (!strcmp(a, "--place")) {
       o->live_place = !strcmp(v, "live");
       r = o->live_place || !strcmp(v, "movable") ? 0 : -EINVAL;
+    } else if (!strcmp(a, "--watermark")) {
+      char *end;
+      unsigned long w = strtoul(v, &end, 10);
+      o->watermark = (uint32_t)w;
+      r = end != v && !*end && w >= 1 && w <= 100 ? 0 : -EINVAL;
     } else if (!strcmp(a, "--chunk")) {
       r = rp_parse_size(v, &o->chunk);
       r = r ? r : (o->chunk & (o->chunk - 1)) || o->chunk < (64u << 10) ? -EINVAL : 0;
@@ -133,10 +142,11 @@ static void print_json(const rp_result_t *r, const char *src, const rp_model_t *
   printf("{\"policy\":\"%s\",\"source\":\"%s\",\"total_s\":%.6f,\"stall_s\":%.6f,"
          "\"compute_s\":%.6f,\"bytes_up\":%llu,\"bytes_down\":%llu,\"faults\":%llu,"
          "\"overhead\":%.6f,\"oracle_gain_share\":%.6f,\"capacity\":%llu,"
-         "\"bound_gain_share\":%.6f}\n",
+         "\"bound_gain_share\":%.6f,\"ahead_used\":%llu,\"ahead_wasted\":%llu}\n",
          r->policy, src, r->total_s, r->stall_s, r->compute_s, (unsigned long long)r->bytes_up,
          (unsigned long long)r->bytes_down, (unsigned long long)r->faults, r->overhead,
-         r->oracle_gain_share, (unsigned long long)m->capacity, r->bound_gain_share);
+         r->oracle_gain_share, (unsigned long long)m->capacity, r->bound_gain_share,
+         (unsigned long long)r->ahead_used, (unsigned long long)r->ahead_wasted);
 }
 
 static void print_table(const rp_result_t *res, int n, const rp_trace_t *t, const rp_model_t *m,
@@ -217,6 +227,7 @@ int vx_cmd_replay(int argc, char **argv) {
   if (o.dev_gbps) m.dev_bps = o.dev_gbps * 1e9;
   if (o.fault_us) m.fault_ns = o.fault_us * 1e3;
   m.live_place = o.live_place;
+  m.watermark = o.watermark;
   r = m.capacity >= t.chunk ? run_all(&o, &t, &m, names, n) : -EINVAL;
   if (r == -EINVAL)
     fprintf(stderr, "vx replay: capacity below one chunk\n");

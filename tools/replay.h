@@ -83,6 +83,9 @@ typedef struct rp_result {
   double total_s, stall_s, compute_s;
   uint64_t bytes_up, bytes_down, faults, fault_batches, prefetches, evictions, drops;
   uint64_t writebacks_of_freed; /* must stay 0: dead chunks are never written back */
+  /* planner policies: chunks brought up ahead of need that a launch then
+   * used, and those evicted before any did (a misprediction's cost) */
+  uint64_t ahead_used, ahead_wasted;
   double overhead, oracle_gain_share;
   double bound_gain_share; /* (demand - this) / (demand - bound), on total time */
 } rp_result_t;

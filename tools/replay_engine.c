@@ -791,6 +791,12 @@ static int setup(struct eng *e, const rp_trace_t *t, const rp_model_t *m, const 
 
 static void teardown(struct eng *e) {
   HASH_CLEAR(hh, e->ids);
+  if (e->pol) { /* the planner's count of what it brought up ahead of need */
+    pol_stats_t s;
+    pol_get_stats(e->pol, &s);
+    e->res->ahead_used = s.ahead_used;
+    e->res->ahead_wasted = s.ahead_wasted;
+  }
   pol_destroy(e->pol);
   free(e->ck);
   free(e->tier);

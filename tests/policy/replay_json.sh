@@ -27,6 +27,10 @@ printf '%s\n' "$out" | awk '
     if ($0 ~ /"policy":"bound"/) bt = t
     else if ($0 !~ /"policy":"infinite"/) { np++; tot[np] = t; line[np] = $0 }
     if ($0 ~ /"policy":"demand"/ && (g < -0.001 || g > 0.001)) { print "FAIL: demand share != 0: " $0; bad = 1 }
+    au = num("ahead_used"); aw = num("ahead_wasted")
+    if (au < 0 || aw < 0) { print "FAIL: negative ahead counts: " $0; bad = 1 }
+    if ($0 ~ /"policy":"(demand|static|infinite|bound)"/ && (au != 0 || aw != 0)) { print "FAIL: ahead counts of a policy that plans nothing ahead: " $0; bad = 1 }
+    if ($0 ~ /"policy":"predict"/ && au == 0) { print "FAIL: predict used nothing it brought up ahead: " $0; bad = 1 }
     if ($0 ~ /"policy":"predict"/) pt = t
     if ($0 ~ /"policy":"demand"/) dt = t
   }
@@ -41,6 +45,22 @@ printf '%s\n' "$out" | awk '
 "$vx" replay --synth cnn,iters=2 --policy oracle --json | grep -q '^{"policy":"oracle"' \
   || { echo "FAIL: --policy oracle"; exit 1; }
 if "$vx" replay --synth nosuch 2>/dev/null; then echo "FAIL: unknown workload accepted"; exit 1; fi
+# --watermark: 1-100 only; 100 is the movable default, so it changes nothing
+# there; under --place live the default is libvx's 95, and another value
+# changes the plan.
+for w in 0 101 x 5x; do
+  if "$vx" replay --synth cnn,iters=2 --watermark "$w" 2>/dev/null; then
+    echo "FAIL: --watermark $w accepted"; exit 1
+  fi
+done
+m0=$("$vx" replay --synth cnn,iters=3 --policy predict --json | sed 's/"source":"[^"]*",//')
+m1=$("$vx" replay --synth cnn,iters=3 --policy predict --watermark 100 --json | sed 's/"source":"[^"]*",//')
+[ "$m0" = "$m1" ] || { echo "FAIL: --watermark 100 changed the movable replay: $m0 / $m1"; exit 1; }
+l0=$("$vx" replay --synth moe,oversub=2 --place live --policy predict --json)
+l1=$("$vx" replay --synth moe,oversub=2 --place live --policy predict --watermark 95 --json)
+l2=$("$vx" replay --synth moe,oversub=2 --place live --policy predict --watermark 50 --json)
+[ "$l0" = "$l1" ] || { echo "FAIL: --place live's default watermark is not 95: $l0 / $l1"; exit 1; }
+[ "$l0" != "$l2" ] || { echo "FAIL: --watermark 50 changed nothing under --place live"; exit 1; }
 if "$vx" replay --synth cnn --policy lru 2>/dev/null; then echo "FAIL: unknown policy accepted"; exit 1; fi
 # A trace written to a file replays exactly as the in-memory one.
 tmp=$(mktemp -d)

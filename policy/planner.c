@@ -81,8 +81,7 @@ static int evict(pol_t *p, struct pol_chunk *v, int when, pol_plan_t *plan) {
   int clean = !v->dirty && tier == POL_TIER_HOST;
   int r = plan_emit_f(plan, POL_OP_EVICT, when, tier, clean ? POL_ACT_CLEAN : 0, v);
   if (r < 0) return r;
-  if (v->ahead) p->st.ahead_wasted++;
-  v->ahead = 0;
+  if (v->ahead) p->st.ahead_wasted++; /* chunk_set_away clears the flag */
   chunk_set_away(p, v, tier == POL_TIER_NVME ? LOC_NVME : LOC_HOST);
   p->st.chunks_evicted++;
   return 0;

@@ -28,17 +28,21 @@ static void loop_init(struct fx *f, struct loop *L, uint32_t layers, uint32_t wc
   }
 }
 
+/* Forward layer l: makes its activation act[l] and launches. */
+static void loop_forward(struct fx *f, struct loop *L, uint32_t l, uint64_t *act) {
+  act[l] = L->next_id++;
+  fx_alloc(f, act[l], L->ach);
+  pol_range_t r[3] = {
+      {.alloc_id = L->w[l], .count = L->wch, .mode = POL_ACCESS_READ},
+      {.alloc_id = act[l], .count = L->ach, .mode = POL_ACCESS_WRITE},
+      {.alloc_id = l ? act[l - 1] : act[l], .count = L->ach, .mode = POL_ACCESS_READ}};
+  fx_launch(f, L->kbase + 1, L->stream, r, l ? 3 : 2);
+}
+
 static void loop_iter(struct fx *f, struct loop *L) {
   uint64_t act[32];
-  for (uint32_t l = 0; l < L->layers; l++) {
-    act[l] = L->next_id++;
-    fx_alloc(f, act[l], L->ach);
-    pol_range_t r[3] = {
-        {.alloc_id = L->w[l], .count = L->wch, .mode = POL_ACCESS_READ},
-        {.alloc_id = act[l], .count = L->ach, .mode = POL_ACCESS_WRITE},
-        {.alloc_id = l ? act[l - 1] : act[l], .count = L->ach, .mode = POL_ACCESS_READ}};
-    fx_launch(f, L->kbase + 1, L->stream, r, l ? 3 : 2);
-  }
+  for (uint32_t l = 0; l < L->layers; l++)
+    loop_forward(f, L, l, act);
   for (uint32_t l = L->layers; l-- > 0;) {
     pol_range_t r[2] = {{.alloc_id = L->w[l], .count = L->wch, .mode = POL_ACCESS_RW},
                         {.alloc_id = act[l], .count = L->ach, .mode = POL_ACCESS_READ}};
@@ -85,12 +89,7 @@ START_TEST(ahead_prefetches_evicted_unused_count_as_wasted) {
   pol_stats_t before, after;
   uint64_t act[8];
   for (uint32_t l = 0; l < L.layers; l++) {
-    act[l] = L.next_id++;
-    fx_alloc(&F, act[l], L.ach);
-    pol_range_t r[3] = {{.alloc_id = L.w[l], .count = L.wch, .mode = POL_ACCESS_READ},
-                        {.alloc_id = act[l], .count = L.ach, .mode = POL_ACCESS_WRITE},
-                        {.alloc_id = l ? act[l - 1] : act[l], .count = L.ach, .mode = POL_ACCESS_READ}};
-    fx_launch(&F, L.kbase + 1, L.stream, r, l ? 3 : 2);
+    loop_forward(&F, &L, l, act);
     pol_get_stats(F.p, &before);
     if (before.chunks_ahead > before.ahead_used + before.ahead_wasted) break;
   }

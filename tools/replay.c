@@ -23,8 +23,8 @@ static int usage(FILE *f) {
   fprintf(f,
           "usage: vx replay TRACE|--synth NAME[,key=value...] [--policy a,b,...] [--json]\n"
           "                 [--capacity S] [--link-gbps G] [--fault-us U] [--dev-gbps G] "
-          "[--chunk S] [--save FILE] [--place live|movable]\n"
-          "                 [--watermark P]\n"
+          "[--chunk S] [--save FILE]\n"
+          "                 [--place live|recorded|movable] [--watermark P]\n"
           "policies: demand deepum static predict clairvoyant bound infinite (default: all)\n"
           "  clairvoyant: vx's planner given the true future (a reference, not a bound;\n"
           "  'oracle' is accepted for it); bound: a lower bound on every policy's time\n"
@@ -37,9 +37,11 @@ static int usage(FILE *f) {
           "--place live: as libvx runs live: some allocations native (never moved), those\n"
           "  brought up about once per use pinned to host memory, no access modes for the\n"
           "  policy, and each free waiting for the device (cuMemFree); movable (default):\n"
-          "  every allocation is managed memory\n"
+          "  every allocation is managed memory; recorded: as live, but an allocation is\n"
+          "  native where the trace's ALLOC says so (a VX_TRACE records libvx's placement)\n"
           "--watermark P: the planner pushes chunks down ahead of need above P%% of the\n"
-          "  capacity (1-100; default 100, or VX_EVICT_WATERMARK's default with --place live)\n");
+          "  capacity (1-100; default 100, or VX_EVICT_WATERMARK's default with --place live\n"
+          "  or recorded)\n");
   return f == stdout ? 0 : 2;
 }
 
@@ -69,7 +71,9 @@ static int parse_args(int argc, char **argv, struct opts *o) {
     } else if (!strcmp(a, "--capacity")) {
       r = rp_parse_size(v, &o->capacity);
     } else if (!strcmp(a, "--place")) {
-      o->live_place = !strcmp(v, "live");
+      o->live_place = !strcmp(v, "live")       ? RP_PLACE_LIVE
+                      : !strcmp(v, "recorded") ? RP_PLACE_RECORDED
+                                               : RP_PLACE_MOVABLE;
       r = o->live_place || !strcmp(v, "movable") ? 0 : -EINVAL;
     } else if (!strcmp(a, "--watermark")) {
       char *end;

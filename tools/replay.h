@@ -14,6 +14,7 @@ typedef struct rp_alloc {
   uint64_t id, addr, size;
   uint64_t base; /* global index of its chunk 0 */
   uint32_t nchunks;
+  uint32_t flags; /* the ALLOC record's: POL_ALLOC_NATIVE */
 } rp_alloc_t;
 
 typedef struct rp_event {
@@ -53,13 +54,21 @@ int rp_read_file(const char *path, void **buf, size_t *len);
  * byte and at most 1e18: 0 and *out, or -EINVAL. */
 int rp_parse_size(const char *s, uint64_t *out);
 
+/* rp_model_t.live_place */
+enum {
+  RP_PLACE_MOVABLE,  /* every allocation managed memory, offline (no live stack) */
+  RP_PLACE_LIVE,     /* libvx's placement rule at its default options, live stack */
+  RP_PLACE_RECORDED, /* the trace's own native flags (a VX_TRACE: what libvx did), live stack */
+};
+
 typedef struct rp_model {
   uint64_t capacity;    /* device bytes for the program's data */
   double link_bps;      /* host link bytes/s (both directions, full duplex) */
   double dev_bps;       /* device memory bytes/s, for launches without a duration */
   double fault_ns;      /* cost of one fault batch */
   uint32_t fault_batch; /* chunks per fault batch */
-  int live_place;       /* 1: libvx's placement (some allocations native); 0: all movable */
+  int live_place;       /* RP_PLACE_*: how allocations are placed, and whether the live
+                         * stack (libvx over the driver) is modelled */
   int read_mostly;      /* 1: the planner advises ReadMostly (pol_config_t.read_mostly) */
   uint32_t watermark;   /* the planner's evict watermark in percent; 0 = 100, or
                          * libvx's under live_place */

@@ -407,8 +407,13 @@ static int future(void *ctx, uint32_t k, pol_launch_t *out) {
  * of need above 95% occupancy (pol_config_default's 100 is the offline one) */
 #define LIVE_EVICT_WATERMARK 95
 
-static int live_tier(const struct eng *e, uint64_t size) {
+static int live_tier(const struct eng *e, const rp_alloc_t *a) {
+  uint64_t size = a->size;
   if (e->place == POL_KIND_COUNT) return POL_TIER_MANAGED;
+  /* --place recorded: where the run that wrote the trace put it (libvx
+   * records its own placement in a VX_TRACE) */
+  if (e->m->live_place == RP_PLACE_RECORDED)
+    return a->flags & POL_ALLOC_NATIVE ? POL_TIER_DEVICE : POL_TIER_MANAGED;
   if (e->place == POL_STATIC && size >= LIVE_STATIC_MIN) return POL_TIER_HOST;
   if (size <= LIVE_NATIVE_MAX) return POL_TIER_DEVICE;
   uint64_t room = e->place == POL_PREDICT || e->place == POL_ORACLE
@@ -423,7 +428,7 @@ static int live_tier(const struct eng *e, uint64_t size) {
 
 static void on_alloc(struct eng *e, const rp_event_t *ev) {
   const rp_alloc_t *a = &e->t->al[ev->alloc];
-  int want = live_tier(e, a->size);
+  int want = live_tier(e, a);
   uint32_t flags = want == POL_TIER_DEVICE ? POL_ALLOC_NATIVE : 0;
   int tier = e->pol ? pol_alloc(e->pol, a->id, a->addr, a->size, flags, (uint64_t)e->t_issue)
                     : POL_TIER_MANAGED;

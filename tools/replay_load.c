@@ -68,7 +68,8 @@ static int on_alloc(struct loader *L, const pol_trace_rec_t *rec) {
                                .addr = rec->addr,
                                .size = rec->size,
                                .base = t->nchunks,
-                               .nchunks = (uint32_t)n};
+                               .nchunks = (uint32_t)n,
+                               .flags = rec->flags};
   t->nchunks += n;
   m->id = rec->alloc_id;
   m->idx = (uint32_t)t->nal;

@@ -61,6 +61,16 @@ l1=$("$vx" replay --synth moe,oversub=2 --place live --policy predict --watermar
 l2=$("$vx" replay --synth moe,oversub=2 --place live --policy predict --watermark 50 --json)
 [ "$l0" = "$l1" ] || { echo "FAIL: --place live's default watermark is not 95: $l0 / $l1"; exit 1; }
 [ "$l0" != "$l2" ] || { echo "FAIL: --watermark 50 changed nothing under --place live"; exit 1; }
+# --place recorded follows the trace's ALLOC flags: a synthetic trace has
+# none, so everything is managed and the result differs from --place live
+# (which keeps some allocations native) and from movable (no live stack).
+if "$vx" replay --synth cnn,iters=2 --place bogus 2>/dev/null; then
+  echo "FAIL: --place bogus accepted"; exit 1
+fi
+r0=$("$vx" replay --synth moe,oversub=2 --place recorded --policy predict --json)
+[ -n "$r0" ] && [ "$r0" != "$l0" ] || { echo "FAIL: --place recorded equals live on a flagless trace: $r0"; exit 1; }
+r1=$("$vx" replay --synth moe,oversub=2 --policy predict --json)
+[ "$r0" != "$r1" ] || { echo "FAIL: --place recorded equals movable: $r0"; exit 1; }
 if "$vx" replay --synth cnn --policy lru 2>/dev/null; then echo "FAIL: unknown policy accepted"; exit 1; fi
 # A trace written to a file replays exactly as the in-memory one.
 tmp=$(mktemp -d)

@@ -29,9 +29,12 @@ static void rec(const pol_trace_rec_t *r) {
   len += (size_t)n;
 }
 
-static void alloc(uint64_t id, uint64_t size) {
-  rec(&(pol_trace_rec_t){.type = POL_TREC_ALLOC, .alloc_id = id, .addr = id << 30, .size = size});
+static void alloc_flags(uint64_t id, uint64_t size, uint32_t flags) {
+  rec(&(pol_trace_rec_t){
+      .type = POL_TREC_ALLOC, .alloc_id = id, .addr = id << 30, .size = size, .flags = flags});
 }
+
+static void alloc(uint64_t id, uint64_t size) { alloc_flags(id, size, 0); }
 
 /* A launch on stream 1 reaching chunks [first, first+count) of allocation id. */
 static void launch_at(uint64_t kernel, uint64_t id, uint32_t first, uint32_t count,
@@ -138,6 +141,58 @@ START_TEST(live_placement_keeps_native_resident) {
   ck_assert_uint_eq(live.bytes_up, 0);
   ck_assert_uint_eq(live.bytes_down, 2 * MIB);
   rp_trace_free(&t);
+}
+END_TEST
+
+/* --place recorded: the ALLOC records' native flags (what libvx did in the
+ * run a VX_TRACE came from) decide, not libvx's rule.  The trace of
+ * live_placement_keeps_native_resident with A flagged native costs what the
+ * rule (which keeps A native) costs; with B flagged instead, B never moves
+ * and A, managed, comes and goes; with no flag, everything is managed. */
+static void recorded_trace(uint32_t fa, uint32_t fb) {
+  begin(6 * MIB);
+  alloc_flags(1, 4 * MIB, fa);
+  alloc_flags(2, 4 * MIB, fb);
+  launch(11, 1, 2, POL_ACCESS_WRITE, 1000000);
+  launch(12, 2, 2, POL_ACCESS_WRITE, 1000000);
+  launch(13, 1, 2, POL_ACCESS_READ, 1000000);
+}
+
+START_TEST(recorded_placement_follows_the_trace) {
+  rp_trace_t t;
+  rp_model_t m;
+  rp_result_t live, rec_a, rec_b, rec_none;
+  recorded_trace(POL_ALLOC_NATIVE, 0);
+  load_ms(&t, &m);
+  m.live_place = RP_PLACE_LIVE;
+  ck_assert_int_eq(rp_run(&t, &m, "demand", &live), 0);
+  m.live_place = RP_PLACE_RECORDED;
+  ck_assert_int_eq(rp_run(&t, &m, "demand", &rec_a), 0);
+  rp_trace_free(&t);
+  NEAR(rec_a.total_s, live.total_s);
+  NEAR(rec_a.total_s, 4.045 / 1e3);
+  ck_assert_uint_eq(rec_a.bytes_down, live.bytes_down);
+
+  recorded_trace(0, POL_ALLOC_NATIVE);
+  load_ms(&t, &m);
+  m.live_place = RP_PLACE_LIVE; /* the rule ignores the flags */
+  ck_assert_int_eq(rp_run(&t, &m, "demand", &live), 0);
+  NEAR(live.total_s, 4.045 / 1e3);
+  m.live_place = RP_PLACE_RECORDED;
+  ck_assert_int_eq(rp_run(&t, &m, "demand", &rec_b), 0);
+  rp_trace_free(&t);
+  /* B native: A's two fresh chunks fit the one chunk left by turns, and
+   * L3 brings A's written-back chunk up again */
+  ck_assert_uint_gt(rec_b.bytes_up, 0);
+  ck_assert(rec_b.total_s > live.total_s + 1e-9);
+
+  recorded_trace(0, 0);
+  load_ms(&t, &m);
+  m.live_place = RP_PLACE_RECORDED;
+  ck_assert_int_eq(rp_run(&t, &m, "demand", &rec_none), 0);
+  rp_trace_free(&t);
+  ck_assert(rec_none.total_s > rec_a.total_s + 1e-9);
+  ck_assert_uint_gt(rec_none.bytes_down, rec_a.bytes_down);
 }
 END_TEST
 
@@ -849,6 +904,7 @@ int main(void) {
   tcase_set_timeout(t, 60);
   tcase_add_test(t, demand_cost_by_hand);
   tcase_add_test(t, live_placement_keeps_native_resident);
+  tcase_add_test(t, recorded_placement_follows_the_trace);
   tcase_add_test(t, live_exec_pins_low_reuse);
   tcase_add_test(t, live_free_waits_for_the_device);
   tcase_add_test(t, live_once_reads_in_place);

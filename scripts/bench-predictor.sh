@@ -136,11 +136,12 @@ for w in $workloads; do
   printf "%-28s %10.4f %10.4f %8s  %-20s %9s  %s\n" "play $w 2x" "$l" "$o" "$r" "$v1" "$rb" "$v"
 done
 # the VX_TRACE libvx records while it plays each workload, replayed against
-# that play: what libvx saw (its inferred extents, its native placement)
+# that play under the placement libvx chose (--place recorded): what libvx
+# saw (its inferred extents) and did (which allocations it kept native)
 for w in $workloads; do
   VX_TRACE="$tmp/$w.live.vxt" "$vx" play "$tmp/$w.vxt" --policy predict --json >"$tmp/$w.lp" \
     2>"$tmp/$w.lperr" || { echo "bench-predictor: vx play of $w failed"; cat "$tmp/$w.lperr"; exit 2; }
-  "$vx" replay "$tmp/$w.live.vxt" --policy predict --json >"$tmp/$w.lo" || exit 2
+  "$vx" replay "$tmp/$w.live.vxt" --place recorded --policy predict --json >"$tmp/$w.lo" || exit 2
   l=$(num "$tmp/$w.lp" total_s predict) o=$(num "$tmp/$w.lo" total_s predict)
   r=$(calc "$l / $o")
   le "$(calc "($r > 1 ? $r - 1 : 1 - $r)")" 0.15
@@ -153,7 +154,7 @@ for prog in prog_train:64M prog_torch:96M; do
     LD_LIBRARY_PATH="$sim" LD_PRELOAD="$build/libvx.so" "$build/tests/predict/$n" >"$tmp/$n.live" ||
     { echo "bench-predictor: $n failed"; exit 2; }
   l=$(calc "$(num "$tmp/$n.live" total_ns) / 1e9")
-  "$vx" replay "$tmp/$n.vxt" --policy predict --json >"$tmp/$n.off" || exit 2
+  "$vx" replay "$tmp/$n.vxt" --place recorded --policy predict --json >"$tmp/$n.off" || exit 2
   o=$(num "$tmp/$n.off" total_s predict)
   r=$(calc "$l / $o")
   le "$(calc "($r > 1 ? $r - 1 : 1 - $r)")" 0.15
@@ -206,7 +207,7 @@ if ls "$root"/tests/traces/*.vxt* >/dev/null 2>&1; then
     "$vx" play "$t" --policy um --json >"$tmp/tu" 2>/dev/null || continue
     VX_TRACE="$tmp/t.live.vxt" "$vx" play "$t" --policy predict --json >"$tmp/tp" 2>/dev/null || continue
     "$vx" replay "$t" --place live --policy predict --json >"$tmp/to" 2>/dev/null || continue
-    "$vx" replay "$tmp/t.live.vxt" --policy predict --json >"$tmp/tl" 2>/dev/null || continue
+    "$vx" replay "$tmp/t.live.vxt" --place recorded --policy predict --json >"$tmp/tl" 2>/dev/null || continue
     u=$(num "$tmp/tu" total_s um) p=$(num "$tmp/tp" total_s predict) o=$(num "$tmp/to" total_s)
     printf "%-28s %9.4f %9.4f %9.4f %8s %9s %12s\n" "$(basename "$t")" "$u" "$p" "$o" \
       "$(calc "$p / $u")" "$(calc "$p / $o")" "$(calc "$p / $(num "$tmp/tl" total_s)")"

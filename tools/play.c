@@ -169,6 +169,15 @@ static int child_env(const char *policy, uint64_t cap, const char *libvx, const 
    * gets it (vx's demand policy with no native placement). */
   int um = !strcmp(policy, "um");
   if (um && (setenv("VX_MOVABLE", "100%", 1) || setenv("VX_NATIVE_MAX", "0", 1))) return -errno;
+  /* In timing-only mode the simulator keeps no data, so this machine's RAM
+   * bounds nothing: the trace's machine is modelled, as vx replay models
+   * it, with host memory for whatever does not fit on the device.  Left to
+   * its default (a share of MemAvailable here), VX_HOST_MAX would refuse a
+   * trace whose footprint passes device plus this machine's RAM
+   * (mixtral-decode at half its peak). */
+  const char *timing = getenv("SIMCUDA_TIMING_ONLY");
+  if ((!timing || strcmp(timing, "0")) && !getenv("VX_HOST_MAX") && setenv("VX_HOST_MAX", "1T", 1))
+    return -errno;
   int r = setenv("VX_POLICY", um ? "demand" : policy, 1) | setenv("SIMCUDA_VRAM", v, 1) |
           setenv("VX_RESERVE", "0", 1) | setenv("VX_LEDGER", "off", 1) |
           setenv("LD_PRELOAD", pre, 1) | setenv("LD_LIBRARY_PATH", lib, 1) |

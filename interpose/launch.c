@@ -11,6 +11,7 @@
 #include "observe.h"
 #include "spill.h"
 #include "spill_order.h"
+#include "trace_rec.h"
 #include "vx.h"
 
 /* A graph launch's values: on the stack up to OBS_GRAPH_VALS, else on the
@@ -44,6 +45,7 @@ static __attribute__((noinline)) CUresult plan_graph(const vx_launch_t *l) {
  * a hot allocation out of every spill, and the host limit unenforced.) */
 static inline CUresult launched(int on, CUstream s, CUresult r) {
   if (on) {
+    trace_rec_launched(s, r); /* the end of the launch's timing (VX_TRACE) */
     exec_launched(r);
     spill_order_enqueued(s, r == CUDA_SUCCESS ? SPILL_ORDER_STREAM : SPILL_ORDER_NONE);
     spill_pins_release();

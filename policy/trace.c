@@ -63,7 +63,7 @@ int pol_trace_write_header(void *vbuf, size_t cap, const pol_trace_header_t *h) 
   put16(b + 10, (uint16_t)n);
   put32(b + 12, h->device_count);
   put64(b + 16, h->chunk_size);
-  put64(b + 24, 0);
+  put64(b + 24, h->flags);
   for (uint32_t d = 0; d < h->device_count; d++)
     put64(b + HDR_FIXED + 8 * d, h->capacity[d]);
   return (int)n;
@@ -82,6 +82,7 @@ int pol_trace_open(pol_trace_reader_t *rd, const void *vbuf, size_t len) {
   rd->hdr.version = POL_TRACE_VERSION;
   rd->hdr.device_count = ndev;
   rd->hdr.chunk_size = get64(b + 16);
+  rd->hdr.flags = get64(b + 24);
   if (!chunk_ok(rd->hdr.chunk_size)) return -ERANGE;
   for (uint32_t d = 0; d < ndev; d++)
     rd->hdr.capacity[d] = get64(b + HDR_FIXED + 8 * d);
@@ -110,6 +111,12 @@ static size_t payload_len(const pol_trace_rec_t *r) {
   default:
     return 0;
   }
+}
+
+_Static_assert(POL_TRACE_DUR_AT == REC_HEAD + 24, "dur_ns: offset 24 of the LAUNCH payload");
+
+void pol_trace_set_dur(void *rec, uint64_t dur_ns) {
+  put64((uint8_t *)rec + POL_TRACE_DUR_AT, dur_ns);
 }
 
 size_t pol_trace_rec_size(const pol_trace_rec_t *r) {

@@ -17,6 +17,11 @@ extern "C" {
 #define POL_TRACE_MAX_RANGES 4096 /* ranges of one LAUNCH record */
 #define POL_TRACE_MAX_RECORD (1u << 20)
 
+/* Header flags: dur_ns was measured on the device (VX_TRACE: a timing
+ * event pair around each launch), so it includes the time the kernel
+ * stalled on faults and spent reaching host memory over the link. */
+#define POL_TRACE_MEASURED 1u
+
 enum { POL_TREC_ALLOC = 1, POL_TREC_FREE = 2, POL_TREC_LAUNCH = 3, POL_TREC_COPY = 4 };
 
 /* COPY: which way the bytes cross the link, and how the host waited. */
@@ -27,6 +32,7 @@ typedef struct pol_trace_header {
   uint32_t version;      /* POL_TRACE_VERSION (set by the reader; the writer writes its own) */
   uint32_t device_count; /* 1..POL_TRACE_MAX_DEVICES */
   uint64_t chunk_size;   /* power of two, 64 KiB..1 GiB */
+  uint64_t flags;        /* POL_TRACE_MEASURED */
   uint64_t capacity[POL_TRACE_MAX_DEVICES]; /* device bytes available to the program */
 } pol_trace_header_t;
 
@@ -61,6 +67,13 @@ size_t pol_trace_rec_size(const pol_trace_rec_t *r);
  * size 0 (ALLOC) or bytes 0 or an unknown dir (COPY), nranges > POL_TRACE_MAX_RANGES, a range with
  * count 0, first+count past 2^32 or mode > 3; -ENOSPC if cap is too small (nothing written). */
 int pol_trace_encode(void *buf, size_t cap, const pol_trace_rec_t *r);
+
+/* Overwrites the dur_ns field of the LAUNCH record that pol_trace_encode
+ * wrote at rec (a duration measured after the record was written: VX_TRACE
+ * times kernels with events).  POL_TRACE_DUR_AT: the field's offset from
+ * the record's start, for a record already written out to a file. */
+#define POL_TRACE_DUR_AT 32
+void pol_trace_set_dur(void *rec, uint64_t dur_ns);
 
 typedef struct pol_trace_reader {
   const uint8_t *buf;

@@ -121,6 +121,12 @@ static CUresult predict_set(const vx_launch_t *l, const obs_set_t *s, const CUde
   uint32_t n = s->nonnative && exec_planning() ? ranges_of(s, vals, nv, r, 1, &dev) : 0;
   CUresult rc = n ? exec_launch(dev, kernel, st, r, n) : CUDA_SUCCESS;
   if (r != r0) free(r);
+  if (tracing) { /* timed from here: after the waits the plan enqueued */
+    if (rc == CUDA_SUCCESS)
+      trace_rec_launch_start(st);
+    else
+      trace_rec_launch_cancel();
+  }
   return rc;
 }
 

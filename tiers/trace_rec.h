@@ -23,6 +23,18 @@ int trace_rec_on(void);
 void trace_rec_alloc(int dev, uint64_t id, uint64_t addr, uint64_t size, uint32_t flags);
 void trace_rec_free(int dev, uint64_t id);
 void trace_rec_launch(int dev, uint64_t kernel, uint64_t stream, const pol_range_t *r, uint32_t n);
+/* Kernel durations (dur_ns), timed on the device: after trace_rec_launch
+ * and whatever vx enqueues ahead of the kernel, trace_rec_launch_start(s)
+ * records a timing event on s; after the real launch, trace_rec_launched
+ * records the end event (r: the launch's result; a failed launch is not
+ * timed).  The duration is what the device took from one to the other:
+ * the kernel, including any stall on faults it took.  It is filled in when
+ * both events have completed (polled at later launches, waited for at
+ * trace_rec_fini).  trace_rec_launch_cancel: the launch is not made.
+ * Per thread; no-ops when nothing is armed (one TLS load). */
+void trace_rec_launch_start(CUstream s);
+void trace_rec_launched(CUstream s, CUresult r);
+void trace_rec_launch_cancel(void);
 /* A copy of n bytes at dptr enqueued on s, dir POL_COPY_HTOD (dptr is
  * written) or POL_COPY_DTOH; sync: the host waits for it.  Recorded when
  * dptr lies in an allocation vx tracks (the registry's lookup, before the

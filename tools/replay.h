@@ -38,6 +38,10 @@ typedef struct rp_trace {
   size_t nrg;
   uint64_t nchunks;  /* chunks of all allocations ever made */
   size_t *launch_ev; /* event index of each launch */
+  int measured;      /* the header's POL_TRACE_MEASURED: each launch's dur is the
+                      * shortest the device took for that kernel on ranges of
+                      * the same size (rp_trace_load), its compute with what
+                      * stalled it left out */
 } rp_trace_t;
 
 /* Loads an encoded trace.  chunk != 0 re-expresses ranges in chunks of that

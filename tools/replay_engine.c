@@ -704,6 +704,13 @@ static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
   if (up > 0) e->h2d_free = ready + up;
   if (down > 0) e->d2h_free = ready + down;
   double dur = rp_launch_ns(ev, touched, e->m);
+  /* A measured duration includes the host memory the kernel reached over
+   * the link, which hx charges here: the compute is the rest, never less
+   * than its bytes at device speed. */
+  if (e->t->measured && ev->dur) {
+    double floor = (double)touched / e->m->dev_bps * 1e9;
+    dur = dur - hx > floor ? dur - hx : floor;
+  }
   double end = ready + hx + dur;
   e->compute_free = end;
   e->res->bytes_up += host.rd;

@@ -141,6 +141,49 @@ static int on_copy(struct loader *L, const pol_trace_rec_t *rec) {
   return 0;
 }
 
+/* A measured trace: each launch's device time includes what stalled it
+ * (faults, the copy engines it waited for), which the cost model charges
+ * itself.  Its compute is taken as the shortest time the same kernel took
+ * on ranges of the same total size (its repeats in a loop: the stalls vary,
+ * the compute does not); a launch seen once keeps its own. */
+struct shortest {
+  uint64_t key[2]; /* kernel, chunks reached */
+  uint64_t ns;
+  UT_hash_handle hh;
+};
+
+static int shortest_durations(rp_trace_t *t) {
+  struct shortest *all = NULL, *s, *tmp;
+  int r = 0;
+  for (int pass = 0; pass < 2 && !r; pass++) {
+    for (size_t i = 0; i < t->nlaunch; i++) {
+      rp_event_t *e = &t->ev[t->launch_ev[i]];
+      if (!e->dur) continue;
+      uint64_t key[2] = {e->kernel, 0};
+      for (uint32_t k = 0; k < e->nr; k++)
+        key[1] += t->rg[e->r0 + k].count;
+      HASH_FIND(hh, all, key, sizeof key, s);
+      if (pass == 1) {
+        e->dur = s->ns;
+      } else if (s) {
+        if (e->dur < s->ns) s->ns = e->dur;
+      } else if (!(s = malloc(sizeof *s))) {
+        r = -ENOMEM;
+        break;
+      } else {
+        memcpy(s->key, key, sizeof key);
+        s->ns = e->dur;
+        HASH_ADD(hh, all, key, sizeof s->key, s);
+      }
+    }
+  }
+  HASH_ITER(hh, all, s, tmp) {
+    HASH_DEL(all, s);
+    free(s);
+  }
+  return r;
+}
+
 int rp_trace_load(rp_trace_t *t, const void *buf, size_t len, uint64_t chunk, char *err,
                   size_t errlen) {
   memset(t, 0, sizeof *t);
@@ -167,6 +210,8 @@ int rp_trace_load(rp_trace_t *t, const void *buf, size_t len, uint64_t chunk, ch
   }
   if (r < 0 && !err[0])
     snprintf(err, errlen, "trace: corrupt record at byte %zu (%s)", rd.pos, strerror(-r));
+  t->measured = (rd.hdr.flags & POL_TRACE_MEASURED) != 0;
+  if (r >= 0 && t->measured) r = shortest_durations(t);
   free(ranges);
   struct idmap *m, *tmp;
   HASH_ITER(hh, L.live, m, tmp) {

@@ -402,6 +402,46 @@ START_TEST(faults_start_when_the_kernel_runs) {
 }
 END_TEST
 
+/* A VX_TRACE's durations are measured on the device (POL_TRACE_MEASURED):
+ * what stalled a launch is in them, and the replay charges stalls itself.
+ * Each launch takes the shortest time its kernel took on ranges of the
+ * same size: kernel 7 on one chunk took 3, 1 and 2 ms, so 1 ms each; kernel
+ * 7 on two chunks and kernel 8 keep their own.  Unflagged, the same
+ * records are modelled durations, used as they are. */
+static void measured(uint64_t flags) {
+  pol_trace_header_t h = {.device_count = 1, .chunk_size = 2 * MIB, .flags = flags};
+  h.capacity[0] = 8 * MIB;
+  len = (size_t)pol_trace_write_header(buf, sizeof buf, &h);
+  alloc(1, 4 * MIB);
+  launch(7, 1, 1, POL_ACCESS_READ, 3000000);
+  launch(7, 1, 1, POL_ACCESS_READ, 1000000);
+  launch(7, 1, 2, POL_ACCESS_READ, 4000000);
+  launch(7, 1, 1, POL_ACCESS_READ, 2000000);
+  launch(8, 1, 1, POL_ACCESS_READ, 5000000);
+}
+
+START_TEST(measured_durations_take_the_shortest) {
+  rp_trace_t t;
+  rp_model_t m;
+  rp_result_t r;
+  measured(POL_TRACE_MEASURED);
+  load_ms(&t, &m);
+  ck_assert_int_eq(t.measured, 1);
+  uint64_t want[] = {1000000, 1000000, 4000000, 1000000, 5000000};
+  for (size_t i = 0; i < t.nlaunch; i++)
+    ck_assert_uint_eq(t.ev[t.launch_ev[i]].dur, want[i]);
+  ck_assert_int_eq(rp_run(&t, &m, "infinite", &r), 0);
+  NEAR(r.total_s, 12.0 / 1e3);
+  rp_trace_free(&t);
+  measured(0);
+  load_ms(&t, &m);
+  ck_assert_int_eq(t.measured, 0);
+  ck_assert_int_eq(rp_run(&t, &m, "infinite", &r), 0);
+  NEAR(r.total_s, 15.0 / 1e3);
+  rp_trace_free(&t);
+}
+END_TEST
+
 START_TEST(predict_cost_by_hand) {
   rp_trace_t t;
   rp_model_t m;
@@ -903,6 +943,7 @@ int main(void) {
   TCase *t = tcase_create("replay");
   tcase_set_timeout(t, 60);
   tcase_add_test(t, demand_cost_by_hand);
+  tcase_add_test(t, measured_durations_take_the_shortest);
   tcase_add_test(t, live_placement_keeps_native_resident);
   tcase_add_test(t, recorded_placement_follows_the_trace);
   tcase_add_test(t, live_exec_pins_low_reuse);

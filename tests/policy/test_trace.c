@@ -14,7 +14,8 @@ static pol_range_t ranges[8];
 
 /* A small trace: header, ALLOC, LAUNCH with 3 ranges, FREE.  Returns its length. */
 static size_t make_trace(size_t *rec_end) {
-  pol_trace_header_t h = {.device_count = 2, .chunk_size = 2u << 20};
+  pol_trace_header_t h = {
+      .device_count = 2, .chunk_size = 2u << 20, .flags = POL_TRACE_MEASURED};
   h.capacity[0] = 8ull << 30;
   h.capacity[1] = 4ull << 30;
   int n = pol_trace_write_header(buf, sizeof buf, &h);
@@ -58,6 +59,7 @@ START_TEST(round_trip) {
   ck_assert_uint_eq(rd.hdr.device_count, 2);
   ck_assert_uint_eq(rd.hdr.chunk_size, 2u << 20);
   ck_assert_uint_eq(rd.hdr.capacity[1], 4ull << 30);
+  ck_assert_uint_eq(rd.hdr.flags, POL_TRACE_MEASURED);
   ck_assert_int_eq(pol_trace_next(&rd, &rec, ranges, 8), 1);
   ck_assert_uint_eq(rec.type, POL_TREC_ALLOC);
   ck_assert_uint_eq(rec.addr, 0x7f0000200000ull);
@@ -79,6 +81,25 @@ START_TEST(round_trip) {
   ck_assert_uint_eq(rec.time, 30);
   ck_assert_int_eq(pol_trace_next(&rd, &rec, ranges, 8), 0);
   ck_assert_int_eq(pol_trace_next(&rd, &rec, ranges, 8), 0);
+}
+END_TEST
+
+/* A duration measured after its LAUNCH was encoded is patched in place
+ * (VX_TRACE's event timing), and decodes as if encoded with it. */
+START_TEST(duration_patched_in_place) {
+  size_t end[3];
+  size_t len = make_trace(end);
+  pol_trace_set_dur(buf + end[0], 123456789012ull);
+  pol_trace_reader_t rd;
+  pol_trace_rec_t rec;
+  ck_assert_int_eq(pol_trace_open(&rd, buf, len), 0);
+  ck_assert_int_eq(pol_trace_next(&rd, &rec, ranges, 8), 1);
+  ck_assert_int_eq(pol_trace_next(&rd, &rec, ranges, 8), 1);
+  ck_assert_uint_eq(rec.type, POL_TREC_LAUNCH);
+  ck_assert_uint_eq(rec.dur_ns, 123456789012ull);
+  ck_assert_uint_eq(rec.kernel, 0xabcdef);
+  ck_assert_uint_eq(rec.device, 0);
+  ck_assert_uint_eq(rec.nranges, 3);
 }
 END_TEST
 
@@ -307,6 +328,7 @@ int main(void) {
   TCase *t = tcase_create("trace");
   tcase_set_timeout(t, 60);
   tcase_add_test(t, round_trip);
+  tcase_add_test(t, duration_patched_in_place);
   tcase_add_test(t, truncated_anywhere);
   tcase_add_test(t, bad_headers);
   tcase_add_test(t, bad_records);

@@ -1,8 +1,9 @@
 /* trace_check [--copies] TRACE EXPECTED: decodes a VX_TRACE file and checks
  * that its launches reach exactly the chunk sets listed in EXPECTED (lines
  * "L order:first+count ...", allocations named by their order of
- * appearance), in order; with --copies its COPY records too, in the same
- * order ("C order:offset+bytes dir flags").  Exit 0 = equal, 1 = different,
+ * appearance), in order, each with a duration measured on the device
+ * (POL_TRACE_MEASURED, dur_ns > 0); with --copies its COPY records too, in
+ * the same order ("C order:offset+bytes dir flags").  Exit 0 = equal, 1 = different,
  * 2 = bad input. */
 #include <errno.h>
 #include <stdio.h>
@@ -66,6 +67,10 @@ static int check(pol_trace_reader_t *rd, FILE *exp, int copies) {
                (unsigned long long)r.offset, (unsigned long long)r.bytes, r.dir, r.flags);
       ncopies++;
     } else if (r.type == POL_TREC_LAUNCH) {
+      if (!r.dur_ns) { /* timed on the device (trace_rec_launched) */
+        fprintf(stderr, "launch %d: no measured duration (dur_ns 0)\n", launches);
+        return 1;
+      }
       launch_line(&r, got, sizeof got);
     } else {
       continue;
@@ -110,9 +115,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cannot open the trace or the list: %d\n", rc);
     return 2;
   }
-  if (rd.hdr.chunk_size != 2u << 20 || rd.hdr.capacity[0] == 0) {
-    fprintf(stderr, "header: chunk %llu capacity %llu\n", (unsigned long long)rd.hdr.chunk_size,
-            (unsigned long long)rd.hdr.capacity[0]);
+  if (rd.hdr.chunk_size != 2u << 20 || rd.hdr.capacity[0] == 0 ||
+      !(rd.hdr.flags & POL_TRACE_MEASURED)) {
+    fprintf(stderr, "header: chunk %llu capacity %llu flags %llu\n",
+            (unsigned long long)rd.hdr.chunk_size, (unsigned long long)rd.hdr.capacity[0],
+            (unsigned long long)rd.hdr.flags);
     return 1;
   }
   rc = check(&rd, exp, copies);

@@ -169,7 +169,7 @@ void exec_free(const vx_alloc_info_t *a) {
 // ---- extents: where a tensor inside a segment ends (exec_extent.c) ----
 
 void exec_extent(int dev, uint64_t id, uint64_t size, const uint64_t *offs, int n, uint32_t *first,
-                 uint32_t *count) {
+                 uint32_t *count, int *in_place) {
   uint64_t lo = size, hi = 0;
   for (int k = 0; k < n; k++)
     if (offs[k] < lo) lo = offs[k];
@@ -189,6 +189,9 @@ void exec_extent(int dev, uint64_t id, uint64_t size, const uint64_t *offs, int 
         uint64_t end = offs[k] < e->size ? ex_start_end(e, offs[k], now) : e->size;
         if (end > hi) hi = end;
       }
+      /* cut short of the allocation's last chunk: the kernel may reach past it */
+      if (!e->in_place && hi > lo && ((hi - 1) >> VX_CHUNK_SHIFT) + 1 < e->nchunks)
+        *in_place = e->in_place = 1;
     }
     vx_mutex_unlock(&d->lock, EX_RANK(d));
   }

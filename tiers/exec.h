@@ -44,9 +44,11 @@ void exec_free(const vx_alloc_info_t *a);
  * get interior pointers: without the bound every tensor would drag in the
  * rest of its segment.  A range cut short by a stale start only costs a
  * fault (managed memory); the NVMe tier takes whole allocations.  Learns
- * the offsets as starts; takes the device's policy lock. */
+ * the offsets as starts; takes the device's policy lock.  *in_place is set
+ * to 1 the first time the range falls short of the allocation: the caller
+ * then advises PreferredLocation host on it (launch_plan.c says why). */
 void exec_extent(int dev, uint64_t id, uint64_t size, const uint64_t *offs, int n, uint32_t *first,
-                 uint32_t *count);
+                 uint32_t *count, int *in_place);
 
 /* A launch on device `dev` reaching ranges[0..n) of vx-tracked non-native
  * allocations is about to be enqueued on `stream` (already resolved: the

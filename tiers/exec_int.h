@@ -46,6 +46,7 @@ typedef struct ex_alloc {
   uint64_t uses, ups;         /* chunk references by launches; chunks prefetched (pinning) */
   uint8_t pinned;             /* EX_PIN_*: served from host memory over the link */
   uint8_t rented;             /* it had its EX_PIN_ONCE (exec.c) */
+  uint8_t in_place;           /* its extents are guesses: PreferredLocation host advised */
   uint64_t pin_uses;          /* EX_PIN_ONCE: `uses` when it was pinned */
   UT_hash_handle hh;
   uint32_t *last_use; /* per chunk: the planned launch (ex_dev_t.lseq) that last

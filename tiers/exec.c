@@ -190,7 +190,7 @@ void exec_extent(int dev, uint64_t id, uint64_t size, const uint64_t *offs, int 
         if (end > hi) hi = end;
       }
       /* cut short of the allocation's last chunk: the kernel may reach past it */
-      if (!e->in_place && hi > lo && ((hi - 1) >> VX_CHUNK_SHIFT) + 1 < e->nchunks)
+      if (in_place && !e->in_place && hi > lo && ((hi - 1) >> VX_CHUNK_SHIFT) + 1 < e->nchunks)
         *in_place = e->in_place = 1;
     }
     vx_mutex_unlock(&d->lock, EX_RANK(d));

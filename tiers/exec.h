@@ -46,7 +46,8 @@ void exec_free(const vx_alloc_info_t *a);
  * fault (managed memory); the NVMe tier takes whole allocations.  Learns
  * the offsets as starts; takes the device's policy lock.  *in_place is set
  * to 1 the first time the range falls short of the allocation: the caller
- * then advises PreferredLocation host on it (launch_plan.c says why). */
+ * then advises PreferredLocation host on it (launch_plan.c says why);
+ * NULL: not now (the caller may not advise), ask again at a later call. */
 void exec_extent(int dev, uint64_t id, uint64_t size, const uint64_t *offs, int n, uint32_t *first,
                  uint32_t *count, int *in_place);
 

@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 
+#include "capture.h"
 #include "ctr.h"
 #include "driver.h"
 #include "exec.h"
@@ -121,9 +122,11 @@ static uint32_t ranges_of(const obs_set_t *s, const CUdeviceptr *vals, int nv, p
       int k = 0;
       for (int v = 0; v < nv && k < OBS_MAX_VALS; v++)
         if (vals[v] >= a->base && vals[v] - a->base < a->size) offs[k++] = vals[v] - a->base;
-      int in_place = 0;
-      exec_extent(a->dev, a->id, a->size, offs, k, &first, &count, &in_place);
-      if (in_place && a->tier == VX_TIER_MANAGED) advise_in_place(a);
+      /* no advice while a capture is in progress (it may be another
+       * thread's, in global mode: an unsafe call would invalidate it) */
+      int in_place = 0, may = a->tier == VX_TIER_MANAGED && !vx_capture_active();
+      exec_extent(a->dev, a->id, a->size, offs, k, &first, &count, may ? &in_place : NULL);
+      if (in_place) advise_in_place(a);
     }
     r[n++] = (pol_range_t){
         .alloc_id = a->id, .first = first, .count = count, .mode = POL_ACCESS_UNKNOWN};

@@ -4,11 +4,8 @@
 # moves data, and the simulator's peak device occupancy (native + resident
 # managed + contexts) never exceeds the limit.  Limits that hold the native
 # part plus the largest launch's chunks (3 buffers of 6 MiB): below that no
-# policy can keep a launch's data inside the budget.  The same for
-# prog_torch (P_LIMITS="40 48 64"), whose kernels get pointers into
-# caching-allocator segments: the extents vx infers fall short now and
-# then, and the rest of a segment must not fault in past the budget.
-# Usage: budget.sh P_TRAIN|P_TORCH
+# policy can keep a launch's data inside the budget.
+# Usage: budget.sh P_TRAIN
 set -eu
 : "${P_PRELOAD:?set P_PRELOAD to the libvx.so preload list}"
 train=$1
@@ -16,7 +13,7 @@ field() { sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" "$1"; }
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 fail=0
-for lim in ${P_LIMITS:-40 48 64}; do
+for lim in 40 48 64; do
   SIMCUDA_VRAM=128M VX_DEVICE_LIMIT=${lim}M VX_POLICY=predict LD_PRELOAD="$P_PRELOAD" "$train" >"$out"
   peak=$(field "$out" device_used_peak) up=$(field "$out" bytes_prefetch_htod)
   echo "limit ${lim}M: device_used_peak $peak, bytes_prefetch_htod $up"

@@ -1,0 +1,31 @@
+#!/bin/sh
+# predict_in_place: prog_torch's kernels get pointers into caching-allocator
+# segments, and the extents vx infers fall short now and then.  A segment
+# whose range was cut short is advised PreferredLocation host
+# (tiers/launch_plan.c: advise_in_place), so what a guess misses is read in
+# place over the link and never faults onto the device behind the policy's
+# back.  Under VX_DEVICE_LIMIT 40, 48 and 64M on a 128M device: every run
+# verifies, takes no fault (before: 55-80 faults, and peaks of 54, 60 and
+# 80 MiB), and the predictor moves data.  The peak is printed against the
+# limit, not asserted: vx's own prefetches still overshoot it by a chunk
+# now and then (an ordering race in the executor, README "Known gaps");
+# predict_budget holds prog_train, whose extents are exact, to the limit.
+# Usage: in_place.sh P_TORCH
+set -eu
+: "${P_PRELOAD:?set P_PRELOAD to the libvx.so preload list}"
+torch=$1
+field() { sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" "$1"; }
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+fail=0
+for lim in 40 48 64; do
+  SIMCUDA_VRAM=128M VX_DEVICE_LIMIT=${lim}M VX_POLICY=predict LD_PRELOAD="$P_PRELOAD" "$torch" >"$out"
+  f=$(field "$out" faults) fb=$(field "$out" bytes_fault_htod) up=$(field "$out" bytes_prefetch_htod)
+  echo "limit ${lim}M: faults $f ($fb bytes), bytes_prefetch_htod $up," \
+    "device_used_peak $(field "$out" device_used_peak) of $((lim << 20))"
+  [ "$(field "$out" bad)" = 0 ] || { echo "  FAIL: wrong results"; fail=1; }
+  [ "$f" = 0 ] && [ "$fb" = 0 ] || { echo "  FAIL: a segment's pages faulted onto the device"; fail=1; }
+  [ "$up" -gt 0 ] || { echo "  FAIL: the predictor moved nothing"; fail=1; }
+done
+[ $fail = 0 ] && echo "predict_in_place: ok"
+exit $fail

@@ -8,7 +8,7 @@
 # verifies, takes no fault (before: 55-80 faults, and peaks of 54, 60 and
 # 80 MiB), and the predictor moves data.  The peak is printed against the
 # limit, not asserted: vx's own prefetches still overshoot it by a chunk
-# now and then (an ordering race in the executor, README "Known gaps");
+# now and then (an ordering race in the executor, README "The device budget");
 # predict_budget holds prog_train, whose extents are exact, to the limit.
 # Usage: in_place.sh P_TORCH
 set -eu

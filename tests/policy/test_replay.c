@@ -17,11 +17,13 @@
 static uint8_t buf[1 << 16];
 static size_t len;
 
-static void begin(uint64_t capacity) {
-  pol_trace_header_t h = {.device_count = 1, .chunk_size = 2 * MIB};
+static void begin_flags(uint64_t capacity, uint64_t flags) {
+  pol_trace_header_t h = {.device_count = 1, .chunk_size = 2 * MIB, .flags = flags};
   h.capacity[0] = capacity;
   len = (size_t)pol_trace_write_header(buf, sizeof buf, &h);
 }
+
+static void begin(uint64_t capacity) { begin_flags(capacity, 0); }
 
 static void rec(const pol_trace_rec_t *r) {
   int n = pol_trace_encode(buf + len, sizeof buf - len, r);
@@ -409,9 +411,7 @@ END_TEST
  * 7 on two chunks and kernel 8 keep their own.  Unflagged, the same
  * records are modelled durations, used as they are. */
 static void measured(uint64_t flags) {
-  pol_trace_header_t h = {.device_count = 1, .chunk_size = 2 * MIB, .flags = flags};
-  h.capacity[0] = 8 * MIB;
-  len = (size_t)pol_trace_write_header(buf, sizeof buf, &h);
+  begin_flags(8 * MIB, flags);
   alloc(1, 4 * MIB);
   launch(7, 1, 1, POL_ACCESS_READ, 3000000);
   launch(7, 1, 1, POL_ACCESS_READ, 1000000);

@@ -147,6 +147,21 @@ static int parse_timing_only(void) {
   return 0;
 }
 
+/* SIMCUDA_JITTER_US=N: 0..1000000 (0 or unset: none). */
+static int parse_jitter(void) {
+  const char *j = getenv("SIMCUDA_JITTER_US");
+  sim_g.jitter_us = 0;
+  if (!j || !*j) return 0;
+  char *end;
+  unsigned long v = strtoul(j, &end, 10);
+  if (*end || end == j || v > 1000000) {
+    sim_log("simcuda: bad SIMCUDA_JITTER_US='%s' (microseconds, 0..1000000)", j);
+    return -EINVAL;
+  }
+  sim_g.jitter_us = (unsigned)v;
+  return 0;
+}
+
 int sim_data_prot(void) {
   return sim_g.timing_only ? PROT_READ : PROT_READ | PROT_WRITE;
 }
@@ -177,6 +192,7 @@ static void boot(void) {
   err |= env_num("SIMCUDA_LAUNCH_NS", VX_COST_LAUNCH_NS, &launch);
   err |= parse_reserve_env();
   err |= parse_timing_only();
+  err |= parse_jitter();
   err |= sim_driver_check(); /* SIMCUDA_DRIVER_VERSION */
   const char *f = getenv("SIMCUDA_FAIL");
   if (f && *f && sim_fail_parse(f) != 0) {

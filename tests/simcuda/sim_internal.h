@@ -64,6 +64,10 @@ typedef struct sim_global {
   int concurrent_managed; /* SIMCUDA_CONCURRENT_MANAGED (default 1) */
   /* ---- timing-only mode (issue 11, vx play) ---- */
   int timing_only; /* SIMCUDA_TIMING_ONLY=1: device and managed bytes are not kept */
+  /* SIMCUDA_JITTER_US: a stream worker waits up to this long (real time,
+   * random) before each operation, so that tests meet the orders a real
+   * GPU's engines run streams in; 0 = none */
+  unsigned jitter_us;
 } sim_global;
 
 extern sim_global sim_g;

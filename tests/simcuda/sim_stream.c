@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sim_internal.h"
 
@@ -84,8 +85,21 @@ static uint64_t wait_deps(sim_op *op, uint64_t ready) {
   return ready;
 }
 
+/* SIMCUDA_JITTER_US: the worker's own random pause before an operation.
+ * Virtual time is untouched; only the real-time order in which the
+ * streams' workers run their operations (and so what is resident when)
+ * changes, as a loaded host or a real GPU's engines change it. */
+static void jitter(unsigned *seed) {
+  unsigned us = sim_g.jitter_us;
+  if (!us) return;
+  unsigned t = (unsigned)rand_r(seed) % (us + 1);
+  struct timespec ts = {.tv_sec = t / 1000000, .tv_nsec = (long)(t % 1000000) * 1000};
+  nanosleep(&ts, NULL);
+}
+
 static void *worker(void *arg) {
   sim_stream *s = arg;
+  unsigned seed = (unsigned)s->id * 2654435761u;
   pthread_mutex_lock(&s->tl.mu);
   for (;;) {
     while (!s->head && !s->stop) pthread_cond_wait(&s->tl.cv, &s->tl.mu);
@@ -97,6 +111,7 @@ static void *worker(void *arg) {
     pthread_mutex_unlock(&s->tl.mu);
     uint64_t ready = op->issue_t > last ? op->issue_t : last;
     ready = wait_deps(op, ready);
+    jitter(&seed);
     uint64_t end = sim_op_exec(op, s, ready);
     if (__atomic_load_n(&oplog_state, __ATOMIC_RELAXED) >= 0) oplog_write(s, op, ready, end);
     sim_op_free(op);

@@ -78,6 +78,49 @@ START_TEST(bad_vram_refuses_init) {
 }
 END_TEST
 
+START_TEST(bad_jitter_refuses_init) {
+  setenv("SIMCUDA_JITTER_US", "5ms", 1);
+  ck_cu_is(cuInit(0), CUDA_ERROR_NO_DEVICE);
+}
+END_TEST
+
+START_TEST(jitter_beyond_a_second_refuses_init) {
+  setenv("SIMCUDA_JITTER_US", "1000001", 1);
+  ck_cu_is(cuInit(0), CUDA_ERROR_NO_DEVICE);
+}
+END_TEST
+
+/* SIMCUDA_JITTER_US reorders the workers in real time, never the streams'
+ * semantics: each stream still runs in order and an event wait still
+ * holds a stream back, whatever the pauses. */
+START_TEST(jitter_keeps_stream_order) {
+  setenv("SIMCUDA_JITTER_US", "300", 1);
+  sim_test_setup("64M");
+  CUstream a, b;
+  ck_cu(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+  ck_cu(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+  CUevent ev;
+  ck_cu(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+  size_t n = 1 << 16;
+  CUdeviceptr p, q;
+  ck_cu(cuMemAlloc(&p, n * 4));
+  ck_cu(cuMemAlloc(&q, n * 4));
+  for (uint32_t round = 0; round < 8; round++) {
+    ck_cu(kit_fill(p, n, 100 + round, a));
+    ck_cu(cuMemsetD32Async(p, round, 1, a)); /* after the fill, on a */
+    ck_cu(cuEventRecord(ev, a));
+    ck_cu(cuStreamWaitEvent(b, ev, 0));
+    ck_cu(cuMemcpyDtoDAsync(q, p, n * 4, b)); /* after both, on b */
+    ck_cu(cuStreamSynchronize(b));
+    uint32_t h[2];
+    ck_cu(cuMemcpyDtoH(h, q, sizeof h));
+    ck_assert_uint_eq(h[0], round);
+    ck_assert_uint_eq(h[1], kit_hash(100 + round, 1));
+  }
+  ck_cu(cuCtxSynchronize());
+}
+END_TEST
+
 START_TEST(no_context_errors) {
   ck_cu(cuInit(0));
   CUdeviceptr p;
@@ -176,6 +219,9 @@ int main(void) {
   tcase_add_test(tc, device_queries);
   tcase_add_test(tc, vram_and_devices_from_env);
   tcase_add_test(tc, bad_vram_refuses_init);
+  tcase_add_test(tc, bad_jitter_refuses_init);
+  tcase_add_test(tc, jitter_beyond_a_second_refuses_init);
+  tcase_add_test(tc, jitter_keeps_stream_order);
   tcase_add_test(tc, no_context_errors);
   tcase_add_test(tc, primary_and_ordinary_contexts);
   tcase_add_test(tc, error_names_and_export_table);

@@ -273,7 +273,7 @@ static int slice(ex_op_t *o, int room) {
 /* Plan actions -> ops with addresses; returns the ops written. */
 static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uint64_t *missed) {
   int n = 0;
-  uint32_t seq = 0;
+  uint32_t seq = 0, seq0 = d->seq;
   for (uint32_t i = 0; i < pl->n; i++) {
     const pol_action_t *a = &pl->actions[i];
     ex_alloc_t *e;
@@ -305,16 +305,28 @@ static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uin
       while (!(seq = ++d->seq)) { /* 0 means none */
       }
     if (a->op == POL_OP_PREFETCH) mark(e, a->index, a->count, a->when == POL_AHEAD ? seq : 0);
-    if (a->op == POL_OP_EVICT) { /* the AHEAD batch still bringing a victim up, if any */
+    if (a->op == POL_OP_EVICT) /* the AHEAD batch still bringing a victim up, if any */
       for (uint32_t c = a->index; c < a->index + a->count && c < e->nchunks; c++)
         if (e->ahead[c] && (!seq || seq_after(e->ahead[c], seq))) seq = e->ahead[c];
-      mark(e, a->index, a->count, 0);
-    }
     o->seq = seq;
     if (a->op == POL_OP_PREFETCH && a->when == POL_REQUIRED)
       n += slice(ops + n - 1, EX_OPS_CAP - n - (int)(pl->n - i - 1));
   }
   drop_room(ops, n);
+  /* A victim's AHEAD batch is forgotten once its eviction is certain to go
+   * down after the batch (ex_run_plan orders `down` after it).  Not for an
+   * eviction dropped with its prefetch: the chunk stays, and the next plan
+   * that evicts it must still wait for the batch.  (Forgotten here, such an
+   * eviction went down before the chunk had landed, the chunk stayed on
+   * the device while the policy counted it gone, and the budget was
+   * overshot by a chunk or two under load: prog_torch, predict_in_place.) */
+  for (int i = 0; i < n; i++) {
+    if (ops[i].op != POL_OP_EVICT || ops[i].dropped) continue;
+    ex_alloc_t *e;
+    HASH_FIND(hh, d->by_id, &ops[i].id, sizeof ops[i].id, e);
+    for (uint32_t c = ops[i].first; e && c < ops[i].first + ops[i].count && c < e->nchunks; c++)
+      if (!seq_after(e->ahead[c], seq0)) e->ahead[c] = 0; /* not this plan's own batches */
+  }
   return n;
 }
 

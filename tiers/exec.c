@@ -79,6 +79,19 @@ uint64_t exec_launch_max(int dev) {
   return __atomic_load_n(&ex_launch_max[ctr_slot(dev)], __ATOMIC_RELAXED);
 }
 
+uint64_t exec_room_now(int dev) {
+  if (!ex_planning) return UINT64_MAX;
+  ex_dev_t *d = dev_of(dev);
+  uint64_t room = UINT64_MAX;
+  vx_mutex_lock(&d->lock, EX_RANK(d));
+  if (d->pol) {
+    uint64_t chunks = pol_room(d->pol), going = d->room.planned - d->room.taken;
+    room = (chunks > going ? chunks - going : 0) << VX_CHUNK_SHIFT;
+  }
+  vx_mutex_unlock(&d->lock, EX_RANK(d));
+  return room;
+}
+
 /* Raises exec_launch_max to the bytes this launch's ranges reach. */
 static void note_launch_size(int dev, const pol_range_t *r, uint32_t n) {
   uint64_t chunks = 0;

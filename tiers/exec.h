@@ -29,6 +29,13 @@ int exec_planning(void);
  * ranges, native and managed): the room a launch needs on the device. */
 uint64_t exec_launch_max(int dev);
 
+/* Bytes of the device budget free now, as far as the policy's moves go:
+ * its room less the evictions still under way (counted free by the policy
+ * from the plan on, still on the device until their write-backs end).
+ * UINT64_MAX when no policy plans for the device (the budget's own count
+ * is then the whole truth).  Takes the device's policy lock. */
+uint64_t exec_room_now(int dev);
+
 /* An allocation appeared / was freed by the application (a->id set, a->dev
  * the device).  Feeds the device's policy (created on first use) and the
  * trace.  Takes the device's policy lock; no driver call under it. */

@@ -157,7 +157,11 @@ static int decide(int dev, size_t size, uint64_t *charged) {
     *charged = size;
     return VX_TIER_NATIVE;
   }
-  if (budget_try_charge_below(dev, size, movable_room(dev))) {
+  /* Native memory takes its room at once; the policy's chunks leave only
+   * when their evictions have run.  Where the room it fills is not free
+   * now, the allocation is movable: a native one would put the device over
+   * its budget until the next plan's evictions went down. */
+  if (exec_room_now(dev) >= size && budget_try_charge_below(dev, size, movable_room(dev))) {
     *charged = size;
     return VX_TIER_NATIVE;
   }

@@ -82,14 +82,31 @@ uint64_t exec_launch_max(int dev) {
 uint64_t exec_room_now(int dev) {
   if (!ex_planning) return UINT64_MAX;
   ex_dev_t *d = dev_of(dev);
-  uint64_t room = UINT64_MAX;
+  uint64_t chunks = 0, going = 0;
+  uint32_t newest = 0;
   vx_mutex_lock(&d->lock, EX_RANK(d));
-  if (d->pol) {
-    uint64_t chunks = pol_room(d->pol), going = d->room.planned - d->room.taken;
-    room = (chunks > going ? chunks - going : 0) << VX_CHUNK_SHIFT;
+  int have_pol = d->pol != NULL;
+  if (have_pol) {
+    chunks = pol_room(d->pol);
+    going = d->room.planned - d->room.taken;
+    newest = d->room.group;
   }
   vx_mutex_unlock(&d->lock, EX_RANK(d));
-  return room;
+  if (!have_pol) return UINT64_MAX;
+  /* Evictions no prefetch took stay counted as under way (exec_room.c
+   * gives their room to the next prefetches, which wait for their groups):
+   * most went down long ago.  `down` runs in order, so once the newest
+   * group's end has passed they all have.  Not asked while a capture is
+   * in progress (a query could invalidate it): the room under way then
+   * counts as taken. */
+  ex_side_t *x = __atomic_load_n(&d->side, __ATOMIC_ACQUIRE);
+  if (going && newest && x && !vx_capture_active()) {
+    unsigned slot = newest % EX_DRING;
+    uint32_t have = __atomic_load_n(&x->dseq[slot], __ATOMIC_ACQUIRE);
+    if (have && !seq_after(newest, have) && VX_CALL(cuEventQuery, x->dev_[slot]) == CUDA_SUCCESS)
+      going = 0;
+  }
+  return (chunks > going ? chunks - going : 0) << VX_CHUNK_SHIFT;
 }
 
 /* Raises exec_launch_max to the bytes this launch's ranges reach. */

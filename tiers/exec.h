@@ -31,9 +31,11 @@ uint64_t exec_launch_max(int dev);
 
 /* Bytes of the device budget free now, as far as the policy's moves go:
  * its room less the evictions still under way (counted free by the policy
- * from the plan on, still on the device until their write-backs end).
- * UINT64_MAX when no policy plans for the device (the budget's own count
- * is then the whole truth).  Takes the device's policy lock. */
+ * from the plan on, still on the device until their write-backs end; all
+ * of them done once the newest one's end event has passed).  UINT64_MAX
+ * when no policy plans for the device (the budget's own count is then the
+ * whole truth).  Takes the device's policy lock, then may query an event
+ * (never while a capture is in progress). */
 uint64_t exec_room_now(int dev);
 
 /* An allocation appeared / was freed by the application (a->id set, a->dev

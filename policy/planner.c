@@ -100,6 +100,28 @@ int planner_evict_for(pol_t *p, uint32_t j, int when, pol_plan_t *plan) {
   return evict(p, v, when, plan);
 }
 
+/* Room on the device outside any launch (a native allocation about to be
+ * made): evicts, as REQUIRED, until at most `max_used` chunks are
+ * resident: what has no predicted use, least recently used first, then
+ * what the last plan predicted furthest ahead, then what the last launches
+ * used.  Returns 0 when the room is there, -ENOENT when nothing more may
+ * go, -ENOSPC when the plan is full. */
+int planner_make_room(pol_t *p, uint64_t max_used, pol_plan_t *plan) {
+  p->cursor = p->lru.next;
+  p->wtail = p->win_n;
+  while (p->used > max_used) {
+    int r = planner_evict_for(p, 0, POL_REQUIRED, plan); /* as for a launch's own needs */
+    if (r == -ENOENT) {
+      /* Only the last launch's chunks are left: no launch is being
+       * planned, and the eviction waits for that launch's end. */
+      struct pol_chunk *v = p->lru.next;
+      r = v == &p->lru ? -ENOENT : evict(p, v, POL_REQUIRED, plan);
+    }
+    if (r < 0) return r;
+  }
+  return 0;
+}
+
 // ---- the future window ----
 
 static void want_add(pol_t *p, struct pol_chunk *c, uint32_t j, int nodata) {

@@ -148,6 +148,7 @@ int plan_emit_alloc(pol_plan_t *plan, int op, int when, const struct pol_arec *a
 typedef int (*fut_next_fn)(pol_t *p, void *it, struct fut_launch *out);
 int planner_run(pol_t *p, const pol_launch_t *l, pol_plan_t *plan, fut_next_fn next, void *it);
 int planner_evict_for(pol_t *p, uint32_t j, int when, pol_plan_t *plan);
+int planner_make_room(pol_t *p, uint64_t max_used, pol_plan_t *plan);
 /* Remembers how long after its last use allocation a is being freed. */
 void planner_note_free(pol_t *p, const struct pol_arec *a);
 /* The fast path: if every chunk of the launch is resident, touches them and

@@ -240,6 +240,23 @@ void pol_get_stats(const pol_t *p, pol_stats_t *out) {
   out->resident = p->used;
 }
 
+int pol_make_room(pol_t *p, uint64_t bytes, pol_plan_t *plan) {
+  if (!p || !plan || !plan->actions || !plan->cap) return -EINVAL;
+  plan->n = 0;
+  plan->truncated = 0;
+  /* the managed chunks' capacity once the allocation is made (set_capacity) */
+  uint64_t native = p->native_bytes + bytes;
+  uint64_t peak = native > p->native_peak ? native : p->native_peak;
+  if (peak > p->cfg.capacity) return -ENOENT;
+  int r = planner_make_room(p, (p->cfg.capacity - peak) / p->cfg.chunk_size, plan);
+  if (r == -ENOSPC) plan->truncated = 1;
+  return r < 0 ? r : (int)plan->n;
+}
+
+uint64_t pol_used(const pol_t *p) {
+  return p->used;
+}
+
 uint64_t pol_room(const pol_t *p) {
   return p->cap_chunks > p->used ? p->cap_chunks - p->used : 0;
 }

@@ -240,6 +240,19 @@ typedef struct pol_stats {
 /* Copies the counters.  Never fails. */
 void pol_get_stats(const pol_t *p, pol_stats_t *out);
 
+/* Room for `bytes` of native memory about to be allocated outside any
+ * launch: plans REQUIRED evictions (what has no predicted use, least
+ * recently used first, then what is predicted furthest ahead, then the
+ * last launches' chunks) until the chunks resident fit the capacity the
+ * allocation will leave them; the caller carries them out and waits for
+ * them before the allocation is made.  Returns the actions planned (0: the
+ * room is there), -ENOENT when not enough may go (the plan holds what may),
+ * -ENOSPC when the plan is full, -EINVAL. */
+int pol_make_room(pol_t *p, uint64_t bytes, pol_plan_t *plan);
+
+/* Chunks the policy counts resident on the device. */
+uint64_t pol_used(const pol_t *p);
+
 /* Chunks of room the policy believes free on the device now: its capacity
  * (less native memory) minus the chunks it counts resident, 0 when over.
  * Chunks its plans evicted count as free from the plan on, before their

@@ -361,6 +361,38 @@ START_TEST(freed_chunks_dropped_not_written_back) {
 }
 END_TEST
 
+/* A native allocation takes its room at once: pol_make_room plans the
+ * evictions that leave the managed chunks what the allocation leaves them,
+ * least recently used first, before it is made (tiers/exec.c). */
+START_TEST(native_room_made_before_the_allocation) {
+  fx_init(&F, POL_PREDICT, 8);
+  fx_made(&F, 1, 4);
+  fx_made(&F, 2, 4); /* the device is full */
+  pol_plan_t plan = {.actions = F.act, .cap = 4096};
+  int n = pol_make_room(F.p, 5u << 20, &plan); /* 5 MiB: 3 chunks must go */
+  ck_assert_int_gt(n, 0);
+  uint32_t evicted = 0;
+  for (int i = 0; i < n; i++) {
+    ck_assert_int_eq(F.act[i].op, POL_OP_EVICT);
+    ck_assert_int_eq(F.act[i].when, POL_REQUIRED);
+    ck_assert_uint_eq(F.act[i].alloc_id, 1); /* the older one goes first */
+    evicted += F.act[i].count;
+  }
+  ck_assert_uint_eq(evicted, 3);
+  pol_launch_t none = {0};
+  fx_apply(&F, &none, n);
+  ck_assert_int_eq(pol_alloc(F.p, 3, 0x900000000ull, 5u << 20, POL_ALLOC_NATIVE, F.now++),
+                   POL_TIER_DEVICE);
+  ck_assert_uint_eq(pol_used(F.p), 5);
+  ck_assert_uint_eq(pol_room(F.p), 0); /* 16 - 5 MiB hold 5 chunks: all taken, none over */
+  /* room that is there plans nothing; more than the capacity cannot be made */
+  ck_assert_int_eq(pol_make_room(F.p, 1, &plan), 0);
+  ck_assert_int_eq(pol_make_room(F.p, 64u << 20, &plan), -ENOENT);
+  ck_assert_int_eq(pol_make_room(NULL, 1, &plan), -EINVAL);
+  fx_fini(&F);
+}
+END_TEST
+
 START_TEST(evictions_spill_to_nvme_past_the_host_budget) {
   pol_config_t c;
   pol_t *p;
@@ -861,6 +893,7 @@ int main(void) {
   tcase_add_test(t, required_part_is_compact);
   tcase_add_test(t, room_a_free_returns_is_not_bought_with_a_write_back);
   tcase_add_test(t, room_a_free_returns_counts_toward_new_allocations);
+  tcase_add_test(t, native_room_made_before_the_allocation);
   suite_add_tcase(s, t);
   return vx_check_run(s, 1);
 }

@@ -87,7 +87,7 @@ uint64_t exec_room_now(int dev) {
   vx_mutex_lock(&d->lock, EX_RANK(d));
   int have_pol = d->pol != NULL;
   if (have_pol) {
-    chunks = pol_room(d->pol);
+    chunks = pol_used(d->pol);
     going = d->room.planned - d->room.taken;
     newest = d->room.group;
   }
@@ -106,7 +106,8 @@ uint64_t exec_room_now(int dev) {
     if (have && !seq_after(newest, have) && VX_CALL(cuEventQuery, x->dev_[slot]) == CUDA_SUCCESS)
       going = 0;
   }
-  return (chunks > going ? chunks - going : 0) << VX_CHUNK_SHIFT;
+  uint64_t held = budget_used(dev) + ((chunks + going) << VX_CHUNK_SHIFT), lim = budget_limit(dev);
+  return lim > held ? lim - held : 0;
 }
 
 /* Raises exec_launch_max to the bytes this launch's ranges reach. */
@@ -606,6 +607,42 @@ static ex_buf_t *buf_get(void) {
   }
   if (ex_buf_key_ok) pthread_setspecific(ex_buf_key, b); /* else kept for the process */
   return ex_tbuf = b;
+}
+
+/* Native memory takes its room the moment cuMemAlloc returns, while the
+ * policy's chunks leave only when evictions have gone down: so the room is
+ * made first, and the allocation waits for it.  What goes is what a launch
+ * would evict for its own needs (pol_make_room); the host waits for `down`
+ * (in order: with it, for the evictions still under way before).  An
+ * allocation is rare beside launches (a caching allocator reuses its
+ * segments), and the wait is what a real driver does when cuMemAlloc finds
+ * the device full of managed pages. */
+int exec_make_room(int dev, uint64_t bytes) {
+  if (!ex_planning) return 0;
+  if (vx_capture_active()) return -1; /* no driver call of vx's may touch a capture */
+  ex_dev_t *d = dev_of(dev);
+  ex_buf_t *b = buf_get();
+  if (!b) return -1;
+  pol_plan_t plan = {.actions = b->acts, .cap = EX_PLAN_CAP};
+  uint64_t missed = 0;
+  int nops = 0, rc = 0;
+  vx_mutex_lock(&d->lock, EX_RANK(d));
+  if (d->pol) {
+    uint64_t room = pol_room(d->pol);
+    int r = pol_make_room(d->pol, bytes, &plan);
+    if (r < 0) rc = -1; /* the evictions planned still go: they make what room they can */
+    nops = translate_locked(d, &plan, b->ops, &missed);
+    waits_locked(d, b->ops, nops, room);
+  }
+  vx_mutex_unlock(&d->lock, EX_RANK(d));
+  if (ex_run_evictions(d, dev, b->ops, nops)) rc = -1;
+  for (int i = 0; i < nops; i++)
+    if (b->ops[i].failed) {
+      feedback(d, b->ops, nops);
+      rc = -1;
+      break;
+    }
+  return rc;
 }
 
 CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_t *ranges,

@@ -29,14 +29,21 @@ int exec_planning(void);
  * ranges, native and managed): the room a launch needs on the device. */
 uint64_t exec_launch_max(int dev);
 
-/* Bytes of the device budget free now, as far as the policy's moves go:
- * its room less the evictions still under way (counted free by the policy
- * from the plan on, still on the device until their write-backs end; all
- * of them done once the newest one's end event has passed).  UINT64_MAX
- * when no policy plans for the device (the budget's own count is then the
- * whole truth).  Takes the device's policy lock, then may query an event
- * (never while a capture is in progress). */
+/* Bytes of the device budget free now: the budget less native memory,
+ * the chunks the policy counts resident and the evictions still under way
+ * (counted free by the policy from the plan on, still on the device until
+ * their write-backs end; all of them done once the newest one's end event
+ * has passed).  UINT64_MAX when no policy plans for the device (the
+ * budget's own count is then the whole truth).  Takes the device's policy
+ * lock, then may query an event (never while a capture is in progress). */
 uint64_t exec_room_now(int dev);
+/* Makes room for `bytes` of native memory in the device budget: the
+ * policy evicts what a launch would for its own needs, and the caller
+ * waits until those evictions and the ones under way have gone down.
+ * 0 when the room is there now, -1 when it could not be made (a capture in
+ * progress, nothing more may go, a driver error): the caller then places
+ * the allocation where it does not need device room. */
+int exec_make_room(int dev, uint64_t bytes);
 
 /* An allocation appeared / was freed by the application (a->id set, a->dev
  * the device).  Feeds the device's policy (created on first use) and the

@@ -145,6 +145,10 @@ void ex_side_wait(ex_dev_t *d, uint32_t seq, CUstream s);
 /* Carries out plan ops[0..n) for a launch on stream s (not capturing).
  * No lock held; failed ops are marked in ops[].failed. */
 void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s);
+/* Carries out REQUIRED evictions ops[0..n) (pol_make_room's, no launch
+ * after them) on `down`, each after the launch that last reached it, and
+ * waits on the host until `down` has run them; 0 or -1. */
+int ex_run_evictions(ex_dev_t *d, int dev, ex_op_t *ops, int n);
 /* Marks the end of eviction group `group`, just enqueued on `down`. */
 void ex_group_mark(ex_side_t *x, uint32_t group);
 

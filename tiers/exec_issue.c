@@ -220,6 +220,44 @@ static void issue_ahead(ex_op_t *ops, int n, int dev, ex_side_t *x, CUstream s, 
   }
 }
 
+int ex_run_evictions(ex_dev_t *d, int dev, ex_op_t *ops, int n) {
+  ex_side_t *x = ex_side_get(d);
+  if (!x) {
+    mark_failed(ops, n);
+    return -1;
+  }
+  /* A victim an AHEAD prefetch is still bringing up lands first (as in
+   * ex_run_plan); `up` is in order: the latest batch covers the rest. */
+  uint32_t up_seq = 0;
+  for (int i = 0; i < n; i++)
+    if (ops[i].op == POL_OP_EVICT && !ops[i].dropped && ops[i].seq &&
+        (!up_seq || seq_after(ops[i].seq, up_seq)))
+      up_seq = ops[i].seq;
+  if (up_seq) ex_side_wait(d, up_seq, x->down);
+  uint32_t waited = 0;
+  for (int i = 0; i < n; i++) {
+    ex_op_t *o = &ops[i];
+    if (o->op != POL_OP_EVICT || o->dropped) continue;
+    /* after the latest launch that reached it (everything on the legacy
+     * stream so far when that launch's end is not marked) */
+    if (o->last && (!waited || seq_after(o->last, waited))) {
+      if (down_after(x, o->last, CU_STREAM_LEGACY)) {
+        mark_failed(ops + i, n - i);
+        return -1;
+      }
+      waited = o->last;
+    }
+    issue(o, 1, dev, x->down);
+    if (o->group) ex_group_mark(x, o->group);
+  }
+  CUevent ev;
+  if (VX_CALL(cuEventCreate, &ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return -1;
+  CUresult r = VX_CALL(cuEventRecord, ev, x->down);
+  if (r == CUDA_SUCCESS) r = VX_CALL(cuEventSynchronize, ev);
+  VX_CALL(cuEventDestroy_v2, ev);
+  return r == CUDA_SUCCESS ? 0 : -1;
+}
+
 /* Stream s waits until batch `seq` has landed.  A slot recorded again since
  * holds a later batch of the same stream: waiting for it is still right. */
 void ex_side_wait(ex_dev_t *d, uint32_t seq, CUstream s) {

@@ -157,11 +157,16 @@ static int decide(int dev, size_t size, uint64_t *charged) {
     *charged = size;
     return VX_TIER_NATIVE;
   }
-  /* Native memory takes its room at once; the policy's chunks leave only
-   * when their evictions have run.  Where the room it fills is not free
-   * now, the allocation is movable: a native one would put the device over
-   * its budget until the next plan's evictions went down. */
-  if (exec_room_now(dev) >= size && budget_try_charge_below(dev, size, movable_room(dev))) {
+  if (budget_try_charge_below(dev, size, movable_room(dev))) {
+    /* Native memory takes its room at once; the policy's chunks leave
+     * only when evictions have run.  Where the room it fills is not free
+     * now, it is made first (the allocation waits); where it cannot be,
+     * the allocation is movable: native, it would put the device over
+     * its budget until the next plan's evictions went down. */
+    if (exec_room_now(dev) < size && exec_make_room(dev, size)) {
+      budget_release(dev, size);
+      return VX_TIER_MANAGED;
+    }
     *charged = size;
     return VX_TIER_NATIVE;
   }

@@ -426,10 +426,24 @@ static int live_tier(const struct eng *e, const rp_alloc_t *a) {
   return e->native + size <= lim ? POL_TIER_DEVICE : POL_TIER_MANAGED;
 }
 
+/* libvx (tiers/exec.c, exec_make_room): a native allocation that does not
+ * fit the room free now waits until the policy's evictions for it, and
+ * every eviction queued before them, have gone down. */
+static void live_make_room(struct eng *e, uint64_t size) {
+  /* what is still going down counts as held, as libvx counts it */
+  double going = e->d2h_free > e->t_issue ? (e->d2h_free - e->t_issue) / 1e9 * e->m->link_bps : 0;
+  uint64_t held = e->native + e->used * e->t->chunk + (uint64_t)going;
+  if (held + size <= e->m->capacity) return;
+  if (pol_make_room(e->pol, size, &e->plan) > 0) run_plan(e, e->t_issue);
+  if (e->d2h_free > e->t_issue) e->t_issue = e->d2h_free;
+}
+
 static void on_alloc(struct eng *e, const rp_event_t *ev) {
   const rp_alloc_t *a = &e->t->al[ev->alloc];
   int want = live_tier(e, a);
   uint32_t flags = want == POL_TIER_DEVICE ? POL_ALLOC_NATIVE : 0;
+  if (want == POL_TIER_DEVICE && e->pol && e->m->live_place && e->place == POL_PREDICT)
+    live_make_room(e, a->size);
   int tier = e->pol ? pol_alloc(e->pol, a->id, a->addr, a->size, flags, (uint64_t)e->t_issue)
                     : POL_TIER_MANAGED;
   if (tier >= 0 && e->place != POL_KIND_COUNT) tier = want;

@@ -253,6 +253,15 @@ int pol_make_room(pol_t *p, uint64_t bytes, pol_plan_t *plan) {
   return r < 0 ? r : (int)plan->n;
 }
 
+void pol_native_hold(pol_t *p, uint64_t bytes, int give_back) {
+  if (!p) return;
+  if (give_back)
+    p->native_bytes -= bytes < p->native_bytes ? bytes : p->native_bytes;
+  else
+    p->native_bytes += bytes;
+  set_capacity(p);
+}
+
 uint64_t pol_used(const pol_t *p) {
   return p->used;
 }

@@ -250,6 +250,11 @@ void pol_get_stats(const pol_t *p, pol_stats_t *out);
  * -ENOSPC when the plan is full, -EINVAL. */
 int pol_make_room(pol_t *p, uint64_t bytes, pol_plan_t *plan);
 
+/* Native bytes about to be allocated, counted against the capacity from
+ * now on (give_back 0) so that no plan fills their room, or no longer
+ * (give_back 1: the allocation failed, or pol_alloc is about to count it). */
+void pol_native_hold(pol_t *p, uint64_t bytes, int give_back);
+
 /* Chunks the policy counts resident on the device. */
 uint64_t pol_used(const pol_t *p);
 

@@ -79,37 +79,6 @@ uint64_t exec_launch_max(int dev) {
   return __atomic_load_n(&ex_launch_max[ctr_slot(dev)], __ATOMIC_RELAXED);
 }
 
-uint64_t exec_room_now(int dev) {
-  if (!ex_planning) return UINT64_MAX;
-  ex_dev_t *d = dev_of(dev);
-  uint64_t chunks = 0, going = 0;
-  uint32_t newest = 0;
-  vx_mutex_lock(&d->lock, EX_RANK(d));
-  int have_pol = d->pol != NULL;
-  if (have_pol) {
-    chunks = pol_used(d->pol);
-    going = d->room.planned - d->room.taken;
-    newest = d->room.group;
-  }
-  vx_mutex_unlock(&d->lock, EX_RANK(d));
-  if (!have_pol) return UINT64_MAX;
-  /* Evictions no prefetch took stay counted as under way (exec_room.c
-   * gives their room to the next prefetches, which wait for their groups):
-   * most went down long ago.  `down` runs in order, so once the newest
-   * group's end has passed they all have.  Not asked while a capture is
-   * in progress (a query could invalidate it): the room under way then
-   * counts as taken. */
-  ex_side_t *x = __atomic_load_n(&d->side, __ATOMIC_ACQUIRE);
-  if (going && newest && x && !vx_capture_active()) {
-    unsigned slot = newest % EX_DRING;
-    uint32_t have = __atomic_load_n(&x->dseq[slot], __ATOMIC_ACQUIRE);
-    if (have && !seq_after(newest, have) && VX_CALL(cuEventQuery, x->dev_[slot]) == CUDA_SUCCESS)
-      going = 0;
-  }
-  uint64_t held = budget_used(dev) + ((chunks + going) << VX_CHUNK_SHIFT), lim = budget_limit(dev);
-  return lim > held ? lim - held : 0;
-}
-
 /* Raises exec_launch_max to the bytes this launch's ranges reach. */
 static void note_launch_size(int dev, const pol_range_t *r, uint32_t n) {
   uint64_t chunks = 0;
@@ -171,6 +140,7 @@ void exec_alloc(const vx_alloc_info_t *a) {
   ex_dev_t *d = dev_of(a->dev);
   vx_mutex_lock(&d->lock, EX_RANK(d));
   int rc = make_policy_locked(d, a->dev);
+  if (!rc && native && a->held) pol_native_hold(d->pol, a->size, 1); /* now counted as itself */
   if (!rc) rc = pol_alloc(d->pol, a->id, a->base, a->size, native ? POL_ALLOC_NATIVE : 0, ex_now());
   if (rc >= 0 && e) {
     vxhash_oomed = 0;
@@ -616,25 +586,53 @@ static ex_buf_t *buf_get(void) {
  * (in order: with it, for the evictions still under way before).  An
  * allocation is rare beside launches (a caching allocator reuses its
  * segments), and the wait is what a real driver does when cuMemAlloc finds
- * the device full of managed pages. */
-int exec_make_room(int dev, uint64_t bytes) {
+ * the device full of managed pages.  Evictions no prefetch took stay
+ * counted as under way (exec_room.c gives their room to later prefetches,
+ * which wait for their groups), though most went down long ago: `down`
+ * runs in order, so once the newest group's end has passed they all have. */
+int exec_native_claim(int dev, uint64_t bytes) {
   if (!ex_planning) return 0;
-  if (vx_capture_active()) return -1; /* no driver call of vx's may touch a capture */
+  int capturing = vx_capture_active(); /* no driver call of vx's may touch a capture */
   ex_dev_t *d = dev_of(dev);
-  ex_buf_t *b = buf_get();
-  if (!b) return -1;
-  pol_plan_t plan = {.actions = b->acts, .cap = EX_PLAN_CAP};
-  uint64_t missed = 0;
-  int nops = 0, rc = 0;
+  ex_buf_t *b = capturing ? NULL : buf_get();
+  pol_plan_t plan = {.actions = b ? b->acts : NULL, .cap = EX_PLAN_CAP};
+  uint64_t missed = 0, lim = budget_limit(dev), native = budget_used(dev); /* bytes included */
+  int nops = 0, rc = 1, wait = 0;
+  uint32_t newest = 0;
   vx_mutex_lock(&d->lock, EX_RANK(d));
-  if (d->pol) {
-    uint64_t room = pol_room(d->pol);
-    int r = pol_make_room(d->pol, bytes, &plan);
-    if (r < 0) rc = -1; /* the evictions planned still go: they make what room they can */
-    nops = translate_locked(d, &plan, b->ops, &missed);
-    waits_locked(d, b->ops, nops, room);
+  if (!d->pol) {
+    rc = 0;
+  } else {
+    uint64_t used = (uint64_t)pol_used(d->pol) << VX_CHUNK_SHIFT;
+    uint64_t going = (d->room.planned - d->room.taken) << VX_CHUNK_SHIFT;
+    if (native + used + going > lim) {
+      if (!b) {
+        rc = -1; /* a capture in progress, or no plan buffer: room cannot be made */
+      } else {
+        pol_native_hold(d->pol, bytes, 0);
+        if (native + used > lim) {
+          uint64_t room = pol_room(d->pol);
+          if (pol_make_room(d->pol, 0, &plan) < 0) rc = -1; /* what is planned still goes */
+          nops = translate_locked(d, &plan, b->ops, &missed);
+          waits_locked(d, b->ops, nops, room);
+        }
+        wait = 1;
+        newest = d->room.group;
+      }
+    } else {
+      pol_native_hold(d->pol, bytes, 0);
+    }
   }
   vx_mutex_unlock(&d->lock, EX_RANK(d));
+  if (!wait) return rc;
+  /* Only evictions still going down in the way: none once the newest has ended. */
+  ex_side_t *x = __atomic_load_n(&d->side, __ATOMIC_ACQUIRE);
+  if (!nops && x && newest) {
+    unsigned slot = newest % EX_DRING;
+    uint32_t have = __atomic_load_n(&x->dseq[slot], __ATOMIC_ACQUIRE);
+    if (have && !seq_after(newest, have) && VX_CALL(cuEventQuery, x->dev_[slot]) == CUDA_SUCCESS)
+      return rc;
+  }
   if (ex_run_evictions(d, dev, b->ops, nops)) rc = -1;
   for (int i = 0; i < nops; i++)
     if (b->ops[i].failed) {
@@ -642,7 +640,16 @@ int exec_make_room(int dev, uint64_t bytes) {
       rc = -1;
       break;
     }
+  if (rc < 0) exec_native_unclaim(dev, bytes);
   return rc;
+}
+
+void exec_native_unclaim(int dev, uint64_t bytes) {
+  if (!ex_planning) return;
+  ex_dev_t *d = dev_of(dev);
+  vx_mutex_lock(&d->lock, EX_RANK(d));
+  if (d->pol) pol_native_hold(d->pol, bytes, 1);
+  vx_mutex_unlock(&d->lock, EX_RANK(d));
 }
 
 CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_t *ranges,

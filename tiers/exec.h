@@ -29,21 +29,22 @@ int exec_planning(void);
  * ranges, native and managed): the room a launch needs on the device. */
 uint64_t exec_launch_max(int dev);
 
-/* Bytes of the device budget free now: the budget less native memory,
- * the chunks the policy counts resident and the evictions still under way
- * (counted free by the policy from the plan on, still on the device until
- * their write-backs end; all of them done once the newest one's end event
- * has passed).  UINT64_MAX when no policy plans for the device (the
- * budget's own count is then the whole truth).  Takes the device's policy
- * lock, then may query an event (never while a capture is in progress). */
-uint64_t exec_room_now(int dev);
-/* Makes room for `bytes` of native memory in the device budget: the
- * policy evicts what a launch would for its own needs, and the caller
- * waits until those evictions and the ones under way have gone down.
- * 0 when the room is there now, -1 when it could not be made (a capture in
- * progress, nothing more may go, a driver error): the caller then places
- * the allocation where it does not need device room. */
-int exec_make_room(int dev, uint64_t bytes);
+/* Room in the device budget for a native allocation of `bytes`, already
+ * charged to the budget (budget_try_charge_below) and about to be made.
+ * Native memory takes its room at once, while the policy's chunks leave
+ * only when evictions have gone down: the policy counts the bytes against
+ * its capacity from now on (no plan of another thread fills their room),
+ * evicts what a launch would for its own needs where the budget less
+ * native bytes, resident chunks and evictions still going down has no
+ * room left, and the caller waits until `down` has run them.  Returns 1
+ * (the bytes are held: the caller sets vx_alloc_info_t.held, or calls
+ * exec_native_unclaim if the allocation fails), 0 (no policy plans for the
+ * device: nothing to hold), -1 (no room can be made: a capture in
+ * progress, nothing left to evict, a driver error; nothing held).  Takes
+ * the device's policy lock; driver calls outside it. */
+int exec_native_claim(int dev, uint64_t bytes);
+/* The allocation exec_native_claim held for was not made. */
+void exec_native_unclaim(int dev, uint64_t bytes);
 
 /* An allocation appeared / was freed by the application (a->id set, a->dev
  * the device).  Feeds the device's policy (created on first use) and the

@@ -137,9 +137,10 @@ static uint64_t movable_room(int dev) {
   return room > lim ? lim : room;
 }
 
-static int decide(int dev, size_t size, uint64_t *charged) {
+static int decide(int dev, size_t size, uint64_t *charged, uint8_t *held) {
   uint64_t phys = budget_physical(dev);
   *charged = 0;
+  *held = 0;
   if (!budget_managed_ok(dev)) {
     /* No concurrent managed access: native, as without vx (said once). */
     budget_charge(dev, size);
@@ -152,22 +153,24 @@ static int decide(int dev, size_t size, uint64_t *charged) {
   if (vx_opt.POLICY == VX_POLICY_STATIC && vx_opt.IPC != VX_IPC_NATIVE &&
       size >= vx_size_resolve(&vx_opt.STATIC_MIN, phys))
     return VX_TIER_HOST;
+  /* Native memory takes its room at once; the policy's chunks leave only
+   * when evictions have run.  exec_native_claim makes the room first where
+   * they hold it (the allocation waits): native, it would put the device
+   * over its budget until the next plan's evictions went down. */
   if (size <= vx_size_resolve(&vx_opt.NATIVE_MAX, phys) || vx_opt.IPC == VX_IPC_NATIVE) {
     budget_charge(dev, size);
     *charged = size;
+    *held = exec_native_claim(dev, size) > 0; /* native whatever room there is */
     return VX_TIER_NATIVE;
   }
   if (budget_try_charge_below(dev, size, movable_room(dev))) {
-    /* Native memory takes its room at once; the policy's chunks leave
-     * only when evictions have run.  Where the room it fills is not free
-     * now, it is made first (the allocation waits); where it cannot be,
-     * the allocation is movable: native, it would put the device over
-     * its budget until the next plan's evictions went down. */
-    if (exec_room_now(dev) < size && exec_make_room(dev, size)) {
+    int c = exec_native_claim(dev, size);
+    if (c < 0) { /* no room can be made: movable, not over the budget */
       budget_release(dev, size);
       return VX_TIER_MANAGED;
     }
     *charged = size;
+    *held = c > 0;
     return VX_TIER_NATIVE;
   }
   return VX_TIER_MANAGED;
@@ -214,7 +217,7 @@ CUresult place_alloc(CUdeviceptr *dptr, size_t size, place_native_fn native, voi
     return native(dptr, ctx); /* the driver's own answer, untracked */
   place_drain();
   vx_alloc_info_t a = {.size = size, .dev = dev};
-  a.tier = decide(dev, size, &a.charged);
+  a.tier = decide(dev, size, &a.charged, &a.held);
   CUresult fallback_from = CUDA_SUCCESS;
   if (a.tier == VX_TIER_NATIVE) {
     CUresult r = native(&a.base, ctx);
@@ -224,6 +227,8 @@ CUresult place_alloc(CUdeviceptr *dptr, size_t size, place_native_fn native, voi
       return r;
     }
     budget_release(dev, a.charged);
+    if (a.held) exec_native_unclaim(dev, size);
+    a.held = 0;
     if (r != CUDA_ERROR_OUT_OF_MEMORY || !budget_managed_ok(dev)) return r;
     fallback_from = r;
     a.tier = VX_TIER_MANAGED;

@@ -26,6 +26,7 @@ typedef struct vx_alloc_info {
   int tier;
   uint64_t charged; /* bytes charged to the device budget */
   uint64_t id;      /* vx's id for the policy and traces: unique, never reused (0 = none) */
+  uint8_t held;     /* native: its bytes were held in the policy (exec_native_claim) */
 } vx_alloc_info_t;
 
 /* Adds an allocation.  Returns 0, -EEXIST if base is already tracked, or

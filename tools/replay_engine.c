@@ -426,7 +426,7 @@ static int live_tier(const struct eng *e, const rp_alloc_t *a) {
   return e->native + size <= lim ? POL_TIER_DEVICE : POL_TIER_MANAGED;
 }
 
-/* libvx (tiers/exec.c, exec_make_room): a native allocation that does not
+/* libvx (tiers/exec.c, exec_native_claim): a native allocation that does not
  * fit the room free now waits until the policy's evictions for it, and
  * every eviction queued before them, have gone down. */
 static void live_make_room(struct eng *e, uint64_t size) {

@@ -393,6 +393,29 @@ START_TEST(native_room_made_before_the_allocation) {
 }
 END_TEST
 
+/* Bytes held for a native allocation about to be made count against the
+ * capacity at once: a plan made meanwhile (another thread's launch) leaves
+ * their room free, and giving them back when pol_alloc counts the
+ * allocation itself changes nothing. */
+START_TEST(held_native_room_is_not_planned_into) {
+  fx_init(&F, POL_PREDICT, 8);
+  fx_made(&F, 1, 4);
+  pol_native_hold(F.p, 6u << 20, 0);      /* 16 - 6 MiB: 5 chunks for managed data */
+  ck_assert_uint_eq(pol_room(F.p), 1);
+  fx_alloc(&F, 2, 4);
+  pol_range_t r = {.alloc_id = 2, .count = 4, .mode = POL_ACCESS_WRITE};
+  fx_launch(&F, 2, 1, &r, 1);
+  ck_assert_uint_le(F.resident, 5);        /* the plan evicted to stay out of the held room */
+  ck_assert_uint_le(pol_used(F.p), 5);
+  pol_native_hold(F.p, 6u << 20, 1);      /* counted as itself from here */
+  ck_assert_int_eq(pol_alloc(F.p, 3, 0x900000000ull, 6u << 20, POL_ALLOC_NATIVE, F.now++),
+                   POL_TIER_DEVICE);
+  ck_assert_uint_eq(pol_room(F.p), 5 - pol_used(F.p));
+  pol_native_hold(NULL, 1, 0);             /* no policy: nothing happens */
+  fx_fini(&F);
+}
+END_TEST
+
 START_TEST(evictions_spill_to_nvme_past_the_host_budget) {
   pol_config_t c;
   pol_t *p;
@@ -894,6 +917,7 @@ int main(void) {
   tcase_add_test(t, room_a_free_returns_is_not_bought_with_a_write_back);
   tcase_add_test(t, room_a_free_returns_counts_toward_new_allocations);
   tcase_add_test(t, native_room_made_before_the_allocation);
+  tcase_add_test(t, held_native_room_is_not_planned_into);
   suite_add_tcase(s, t);
   return vx_check_run(s, 1);
 }

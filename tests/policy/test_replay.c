@@ -442,6 +442,31 @@ START_TEST(measured_durations_take_the_shortest) {
 }
 END_TEST
 
+/* The same kernel on the same ranges takes the shortest of its own
+ * repeats: a launch that reads past the ranges vx inferred does so at every
+ * repeat, and another launch of the same size, which does not, must not
+ * lend it its time.  A launch with no repeat of its own ranges falls back
+ * on the shortest of the same size. */
+START_TEST(measured_durations_per_launch_site) {
+  begin_flags(8 * MIB, POL_TRACE_MEASURED);
+  alloc(1, 4 * MIB);
+  alloc(2, 2 * MIB);
+  for (int it = 0; it < 2; it++) {
+    launch_at(7, 1, 0, 1, POL_ACCESS_READ, it ? 4000000 : 3000000); /* reads past its range */
+    launch_at(7, 1, 1, 1, POL_ACCESS_READ, it ? 1000000 : 2000000);
+  }
+  launch_at(7, 2, 0, 1, POL_ACCESS_READ, 6000000); /* once: the same size's shortest */
+  rp_trace_t t;
+  rp_model_t m;
+  load_ms(&t, &m);
+  uint64_t want[] = {3000000, 1000000, 3000000, 1000000, 1000000};
+  ck_assert_uint_eq(t.nlaunch, 5);
+  for (size_t i = 0; i < t.nlaunch; i++)
+    ck_assert_uint_eq(t.ev[t.launch_ev[i]].dur, want[i]);
+  rp_trace_free(&t);
+}
+END_TEST
+
 START_TEST(predict_cost_by_hand) {
   rp_trace_t t;
   rp_model_t m;
@@ -944,6 +969,7 @@ int main(void) {
   tcase_set_timeout(t, 60);
   tcase_add_test(t, demand_cost_by_hand);
   tcase_add_test(t, measured_durations_take_the_shortest);
+  tcase_add_test(t, measured_durations_per_launch_site);
   tcase_add_test(t, live_placement_keeps_native_resident);
   tcase_add_test(t, recorded_placement_follows_the_trace);
   tcase_add_test(t, live_exec_pins_low_reuse);

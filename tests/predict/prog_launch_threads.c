@@ -1,10 +1,15 @@
 /* prog_launch_threads: several threads, each with its own stream and buffers, launch
  * over oversubscribed memory at once (the predictor's lock, the side
  * streams, the trace buffer shared between them); every thread's result is
- * verified exactly.  Environment: P_THREADS (4), P_BUF_MB (8), P_ITERS (6). */
+ * verified exactly.  Threads allocate while others launch: the room a
+ * native allocation takes must be held before another thread's plan fills
+ * it (tiers/exec.c, exec_native_claim).  Prints the simulator's peak device
+ * occupancy too.  Environment: P_THREADS (4), P_BUF_MB (8), P_ITERS (6). */
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kit.h"
 
@@ -70,6 +75,10 @@ int main(void) {
   pthread_t t[MAXT];
   for (int i = 0; i < nt; i++) pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)i);
   for (int i = 0; i < nt; i++) pthread_join(t[i], NULL);
-  printf("{\"threads\":%d,\"bad\":%zu}\n", nt, bad_total);
+  simcuda_stats_t st;
+  if (kit_sim_stats(0, &st) != 0) memset(&st, 0, sizeof st);
+  printf("{\"threads\":%d,\"bad\":%zu,\"device_used_peak\":%" PRIu64
+         ",\"bytes_prefetch_htod\":%" PRIu64 ",\"faults\":%" PRIu64 "}\n",
+         nt, bad_total, st.device_used_peak, st.bytes_prefetch_htod, st.faults);
   return bad_total ? 1 : 0;
 }

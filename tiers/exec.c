@@ -619,50 +619,36 @@ int exec_native_claim(int dev, uint64_t bytes) {
   ex_buf_t *b = capturing ? NULL : buf_get();
   pol_plan_t plan = {.actions = b ? b->acts : NULL, .cap = EX_PLAN_CAP};
   uint64_t missed = 0, lim = budget_limit(dev), native = budget_used(dev); /* bytes included */
-  int nops = 0, rc = 1, wait = 0;
+  int nops = 0, rc = 0, wait = 0;
   uint32_t newest = 0;
   vx_mutex_lock(&d->lock, EX_RANK(d));
-  if (!d->pol) {
-    rc = 0;
-  } else {
-    uint64_t used = (uint64_t)pol_used(d->pol) << VX_CHUNK_SHIFT;
-    uint64_t going = (d->room.planned - d->room.taken) << VX_CHUNK_SHIFT;
-    if (native + used + going > lim) {
-      if (!b) {
-        rc = -1; /* a capture in progress, or no plan buffer: room cannot be made */
-      } else {
-        pol_native_hold(d->pol, bytes, 0);
-        if (native + used > lim) {
-          uint64_t room = pol_room(d->pol);
-          if (pol_make_room(d->pol, 0, &plan) < 0) rc = -1; /* what is planned still goes */
-          nops = translate_locked(d, &plan, b->ops, &missed);
-          waits_locked(d, b->ops, nops, room);
-        }
-        wait = 1;
-        newest = d->room.group;
-      }
-    } else {
-      pol_native_hold(d->pol, bytes, 0);
+  uint64_t used = d->pol ? (uint64_t)pol_used(d->pol) << VX_CHUNK_SHIFT : 0;
+  uint64_t going = (d->room.planned - d->room.taken) << VX_CHUNK_SHIFT;
+  if (d->pol && native + used + going > lim && !b) {
+    rc = -1; /* a capture in progress, or no plan buffer: room cannot be made */
+  } else if (d->pol) {
+    pol_native_hold(d->pol, bytes, 0);
+    rc = 1;
+    if (native + used > lim) {
+      uint64_t room = pol_room(d->pol);
+      if (pol_make_room(d->pol, 0, &plan) < 0) rc = -1; /* what is planned still goes */
+      nops = translate_locked(d, &plan, b->ops, &missed);
+      waits_locked(d, b->ops, nops, room);
     }
+    wait = native + used + going > lim;
+    newest = d->room.group;
   }
   vx_mutex_unlock(&d->lock, EX_RANK(d));
-  if (!wait) return rc;
   /* Only evictions still going down in the way: none once the newest has ended. */
-  ex_side_t *x = __atomic_load_n(&d->side, __ATOMIC_ACQUIRE);
-  if (!nops && x && newest) {
-    unsigned slot = newest % EX_DRING;
-    uint32_t have = __atomic_load_n(&x->dseq[slot], __ATOMIC_ACQUIRE);
-    if (have && !seq_after(newest, have) && VX_CALL(cuEventQuery, x->dev_[slot]) == CUDA_SUCCESS)
-      return rc;
-  }
-  if (ex_run_evictions(d, dev, b->ops, nops)) rc = -1;
+  if (wait && !nops && ex_group_ended(d, newest)) wait = 0;
+  if (wait && ex_run_evictions(d, dev, b->ops, nops)) rc = -1;
   for (int i = 0; i < nops; i++)
     if (b->ops[i].failed) {
       feedback(d, b->ops, nops);
       rc = -1;
       break;
     }
-  if (rc < 0) exec_native_unclaim(dev, bytes);
+  if (rc < 0 && b) exec_native_unclaim(dev, bytes); /* held, then no room was made */
   return rc;
 }
 

@@ -149,6 +149,9 @@ void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s);
  * after them) on `down`, each after the launch that last reached it, and
  * waits on the host until `down` has run them; 0 or -1. */
 int ex_run_evictions(ex_dev_t *d, int dev, ex_op_t *ops, int n);
+/* 1 when eviction group `group` (and so every group before it: `down` runs
+ * in order) has gone down; 0 when not, not marked yet, or not known. */
+int ex_group_ended(ex_dev_t *d, uint32_t group);
 /* Marks the end of eviction group `group`, just enqueued on `down`. */
 void ex_group_mark(ex_side_t *x, uint32_t group);
 

@@ -157,6 +157,14 @@ static void mark_failed(ex_op_t *ops, int n) {
     if (ops[i].op == POL_OP_PREFETCH || ops[i].op == POL_OP_EVICT) ops[i].failed = 1;
 }
 
+int ex_group_ended(ex_dev_t *d, uint32_t group) {
+  ex_side_t *x = __atomic_load_n(&d->side, __ATOMIC_ACQUIRE);
+  if (!x || !group) return 0;
+  unsigned slot = group % EX_DRING;
+  uint32_t have = __atomic_load_n(&x->dseq[slot], __ATOMIC_ACQUIRE);
+  return have && !seq_after(group, have) && VX_CALL(cuEventQuery, x->dev_[slot]) == CUDA_SUCCESS;
+}
+
 void ex_group_mark(ex_side_t *x, uint32_t group) {
   unsigned slot = group % EX_DRING;
   if (VX_CALL(cuEventRecord, x->dev_[slot], x->down) == CUDA_SUCCESS)

@@ -356,12 +356,11 @@ static void waits_locked(ex_dev_t *d, ex_op_t *ops, int n, uint64_t free_before)
   }
 }
 
-/* Tells the policy which moves did not happen: ops[i].failed, and with
- * `dropped` (under the lock already) the ones the executor dropped at
- * translation, or without it (taking the lock) the rest. */
+/* Tells the policy which moves did not happen: with `dropped`, the ones
+ * the executor dropped at translation; without, the others that failed. */
 static void feedback_locked(ex_dev_t *d, const ex_op_t *ops, int n, int dropped) {
   for (int i = 0; i < n; i++) {
-    if (!ops[i].failed || !d->pol || (ops[i].dropped != 0) != (dropped != 0)) continue;
+    if (!d->pol || (dropped ? !ops[i].dropped : !ops[i].failed || ops[i].dropped)) continue;
     if (ops[i].op == POL_OP_PREFETCH) {
       pol_chunk_state(d->pol, ops[i].id, ops[i].first, ops[i].count, POL_STATE_HOST);
       ex_alloc_t *e;
@@ -379,21 +378,6 @@ static void feedback(ex_dev_t *d, const ex_op_t *ops, int n) {
   vx_mutex_lock(&d->lock, EX_RANK(d));
   feedback_locked(d, ops, n, 0);
   vx_mutex_unlock(&d->lock, EX_RANK(d));
-}
-
-/* The ops translate_locked dropped (a pinned allocation's prefetches, the
- * evictions that made their room) are told to the policy at once, under
- * the lock of the plan that made them.  Told after the plan was issued,
- * as the failures are, another thread's plan made in between counted the
- * room of an eviction that never went down as free, prefetched into it,
- * and the device went past its budget (prog_launch_threads: 8-24 MiB over
- * VX_DEVICE_LIMIT); and the late word could undo a later plan's eviction
- * of the same chunk. */
-static void drop_feedback_locked(ex_dev_t *d, ex_op_t *ops, int n) {
-  for (int i = 0; i < n; i++)
-    if (ops[i].dropped && (ops[i].op == POL_OP_PREFETCH || ops[i].op == POL_OP_EVICT))
-      ops[i].failed = 1;
-  feedback_locked(d, ops, n, 1);
 }
 
 // ---- pinning to host memory what moving costs more than it saves ----
@@ -693,7 +677,15 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
     if (npin) pin_group = pin_room_locked(d, &plan, pin, npin, &room);
     nops = translate_locked(d, &plan, ops, &missed);
     waits_locked(d, ops, nops, room);
-    drop_feedback_locked(d, ops, nops);
+    /* The ops translate_locked dropped (a pinned allocation's prefetches, the
+     * evictions that made their room) are told to the policy at once, under
+     * the lock of the plan that made them.  Told after the plan was issued,
+     * as the failures are, another thread's plan made in between counted the
+     * room of an eviction that never went down as free, prefetched into it,
+     * and the device went past its budget (prog_launch_threads: 8-24 MiB over
+     * VX_DEVICE_LIMIT); and the late word could undo a later plan's eviction
+     * of the same chunk. */
+    feedback_locked(d, ops, nops, 1);
   }
   vx_mutex_unlock(&d->lock, EX_RANK(d));
   if (me) ex_pending = (ex_pend_t){.d = d, .seq = me, .stream = stream};
@@ -703,7 +695,7 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
   if (wait) ex_side_wait(d, wait, stream);
   ex_run_plan(d, dev, ops, nops, stream);
   for (int i = 0; i < nops; i++)
-    if (ops[i].failed) {
+    if (ops[i].failed && !ops[i].dropped) { /* the dropped ones were told at translation */
       feedback(d, ops, nops);
       break;
     }

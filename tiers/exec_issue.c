@@ -228,20 +228,27 @@ static void issue_ahead(ex_op_t *ops, int n, int dev, ex_side_t *x, CUstream s, 
   }
 }
 
-int ex_run_evictions(ex_dev_t *d, int dev, ex_op_t *ops, int n) {
-  ex_side_t *x = ex_side_get(d);
-  if (!x) {
-    mark_failed(ops, n);
-    return -1;
-  }
-  /* A victim an AHEAD prefetch is still bringing up lands first (as in
-   * ex_run_plan); `up` is in order: the latest batch covers the rest. */
+/* A victim an earlier AHEAD prefetch is still bringing up must arrive
+ * before it leaves: an eviction that ran first would be undone by the
+ * prefetch, the chunk left on the device while the policy counts it gone
+ * (the budget overshot under load).  `up` is in order: `down` waiting for
+ * the latest such batch of ops[0..n) covers the earlier ones. */
+static void down_after_victims_land(ex_dev_t *d, ex_side_t *x, const ex_op_t *ops, int n) {
   uint32_t up_seq = 0;
   for (int i = 0; i < n; i++)
     if (ops[i].op == POL_OP_EVICT && !ops[i].dropped && ops[i].seq &&
         (!up_seq || seq_after(ops[i].seq, up_seq)))
       up_seq = ops[i].seq;
   if (up_seq) ex_side_wait(d, up_seq, x->down);
+}
+
+int ex_run_evictions(ex_dev_t *d, int dev, ex_op_t *ops, int n) {
+  ex_side_t *x = ex_side_get(d);
+  if (!x) {
+    mark_failed(ops, n);
+    return -1;
+  }
+  down_after_victims_land(d, x, ops, n);
   uint32_t waited = 0;
   for (int i = 0; i < n; i++) {
     ex_op_t *o = &ops[i];
@@ -300,17 +307,7 @@ void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s) {
       if (ops[i].last && (!req_last || seq_after(ops[i].last, req_last))) req_last = ops[i].last;
     }
   ex_side_t *x = ex_side_get(d);
-  /* A victim an earlier AHEAD prefetch is still bringing up must arrive
-   * before it leaves: an eviction that ran first would be undone by the
-   * prefetch, the chunk left on the device while the policy counts it
-   * gone (the budget overshot under load).  `up` is in order: waiting for
-   * the latest such batch covers the earlier ones. */
-  uint32_t up_seq = 0;
-  for (int i = 0; i < n; i++)
-    if (ops[i].op == POL_OP_EVICT && !ops[i].dropped && ops[i].seq &&
-        (!up_seq || seq_after(ops[i].seq, up_seq)))
-      up_seq = ops[i].seq;
-  if (x && up_seq) ex_side_wait(d, up_seq, x->down);
+  if (x) down_after_victims_land(d, x, ops, n);
   if (!x || (req_evicts && down_after(x, req_last, s))) {
     mark_failed(ops, n);
     return;

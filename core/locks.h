@@ -7,7 +7,7 @@
  * inversion: with VX_LOCK_CHECK it prints one line naming both locks and
  * aborts, before blocking.  A family of locks (EXEC: one per device) has a
  * rank per member, ascending by index: the fork prepare takes all of them
- * in that order, and code never holds two.
+ * in that order, and code never holds two (ORDER likewise).
  *
  * Each lock site says the lock's rank: vx_mutex_lock(&m, VX_RANK_X),
  * vx_mutex_unlock(&m, VX_RANK_X), and vx_rwlock_* for the registry.
@@ -27,6 +27,7 @@
 
 /* X(ID, members, LOCKS.md row, lock): LOCKS.md's table, top to bottom. */
 #define VX_LOCK_LIST(X)                                                                            \
+  X(ORDER, VX_LOCK_EXEC_SLOTS, "0", "tiers/exec.c:ex_dev[i].order")                                \
   X(CAP, 1, "1", "tiers/capture.c:cap_mu")                                                         \
   X(SPILL, 1, "2", "tiers/spill_init.c:spill_g.mu")                                                \
   X(SWAP, 1, "3", "nvme/nvme_int.h:nvme_swap.lock")                                                \

@@ -42,6 +42,7 @@ static const struct fork_row {
   int rank; /* VX_RANK_* of the lock the row's handlers take */
   void (*prepare)(void), (*parent)(void), (*child)(void);
 } fork_rows[] = {
+    {VX_RANK_ORDER, exec_order_atfork_prepare, exec_order_atfork_parent, exec_order_atfork_child},
     {VX_RANK_CAP, capture_atfork_prepare, capture_atfork_parent, capture_atfork_child},
     {VX_RANK_SPILL, spill_atfork_prepare, spill_atfork_parent, spill_atfork_child},
     {VX_RANK_TIMELINE, timeline_atfork_prepare, timeline_atfork_parent, timeline_atfork_child},

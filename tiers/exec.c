@@ -25,7 +25,8 @@
 #include "locks.h"
 
 static ex_dev_t ex_dev[VX_MAX_DEVICES] = {
-    [0 ... VX_MAX_DEVICES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
+    [0 ... VX_MAX_DEVICES - 1] = {.order = PTHREAD_MUTEX_INITIALIZER,
+                                  .lock = PTHREAD_MUTEX_INITIALIZER}};
 static int ex_planning;                        /* VX_POLICY=predict */
 static uint64_t ex_launch_max[VX_MAX_DEVICES]; /* atomic: exec_launch_max */
 
@@ -37,6 +38,7 @@ static uint64_t ex_now(void) {
 
 /* Device d's lock rank: one member of the EXEC family each (core/locks.h). */
 #define EX_RANK(d) (VX_RANK_EXEC + (int)((d)-ex_dev))
+#define EX_ORDER_RANK(d) (VX_RANK_ORDER + (int)((d)-ex_dev))
 _Static_assert(VX_MAX_DEVICES <= VX_LOCK_EXEC_SLOTS, "a lock rank per device");
 
 static ex_dev_t *dev_of(int dev) {
@@ -537,13 +539,42 @@ static void pin_to_host(int dev, const ex_pin_t *pin, int np, uint32_t group, ex
   if (x && group) ex_group_mark(x, group);
 }
 
-/* The planned launch this thread is about to enqueue (exec_launched). */
+/* The planned launch this thread is about to enqueue (exec_launched), and
+ * the device whose ORDER lock it holds until then. */
 typedef struct ex_pend {
   ex_dev_t *d;
   uint32_t seq;
   CUstream stream;
+  ex_dev_t *ordered;
 } ex_pend_t;
 static __thread ex_pend_t ex_pending;
+
+/* One thread at a time goes from planning to the end of what it issued
+ * (d->order, taken before d->lock): a plan names the marks of earlier
+ * plans (the end of an eviction group, of an AHEAD batch, of a launch
+ * that used a victim), and another thread's earlier plan, made but not
+ * yet issued, had not recorded them: the waits fell back to streams that
+ * did not hold that work, an eviction ran before the launch that still
+ * used its chunk, the launch faulted the chunk back and the device went
+ * past its budget (prog_launch_threads, 4 threads on streams of their
+ * own: one 8 MiB buffer over VX_DEVICE_LIMIT).  Held across the plan's
+ * driver calls and the launch itself (LOCKS.md, E5): they only enqueue,
+ * as the driver's own launch path does under its context's lock. */
+static void order_take(ex_dev_t *d) {
+  if (ex_pending.ordered) { /* a launch whose end was never marked: let it go */
+    ex_pending.seq = 0;
+    vx_mutex_unlock(&ex_pending.ordered->order, EX_ORDER_RANK(ex_pending.ordered));
+  }
+  vx_mutex_lock(&d->order, EX_ORDER_RANK(d));
+  ex_pending.ordered = d;
+}
+
+static void order_release(void) {
+  ex_dev_t *d = ex_pending.ordered;
+  if (!d) return;
+  ex_pending.ordered = NULL;
+  vx_mutex_unlock(&d->order, EX_ORDER_RANK(d));
+}
 
 static void count_use(int dev, uint64_t hits, uint64_t missed) {
   if (hits) {
@@ -605,6 +636,7 @@ int exec_native_claim(int dev, uint64_t bytes) {
   uint64_t missed = 0, lim = budget_limit(dev), native = budget_used(dev); /* bytes included */
   int nops = 0, rc = 0, wait = 0;
   uint32_t newest = 0;
+  order_take(d); /* the evictions wait for launches all marked */
   vx_mutex_lock(&d->lock, EX_RANK(d));
   uint64_t used = d->pol ? (uint64_t)pol_used(d->pol) << VX_CHUNK_SHIFT : 0;
   uint64_t going = (d->room.planned - d->room.taken) << VX_CHUNK_SHIFT;
@@ -632,6 +664,7 @@ int exec_native_claim(int dev, uint64_t bytes) {
       rc = -1;
       break;
     }
+  order_release();
   if (rc < 0 && b) exec_native_unclaim(dev, bytes); /* held, then no room was made */
   return rc;
 }
@@ -666,6 +699,7 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
   int nops = 0, npin = 0;
   uint32_t me = 0, pin_group = 0;
   ex_pin_t pin[EX_PIN_MAX];
+  order_take(d); /* released by exec_launched once the launch is marked */
   vx_mutex_lock(&d->lock, EX_RANK(d));
   uint64_t room = d->pol ? pol_room(d->pol) : 0;
   if (d->pol && pol_launch(d->pol, &l, &plan) >= 0) {
@@ -688,7 +722,11 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
     feedback_locked(d, ops, nops, 1);
   }
   vx_mutex_unlock(&d->lock, EX_RANK(d));
-  if (me) ex_pending = (ex_pend_t){.d = d, .seq = me, .stream = stream};
+  if (!me) {
+    order_release(); /* nothing planned: nothing for later plans to wait for */
+  } else {
+    ex_pending.d = d, ex_pending.seq = me, ex_pending.stream = stream;
+  }
   count_use(dev, hits, missed);
   if (npin) pin_to_host(dev, pin, npin, pin_group, ex_side_get(d), stream);
   if (!nops && !wait) return CUDA_SUCCESS;
@@ -707,13 +745,28 @@ void exec_launched(CUresult r) {
   if (!p.seq) return;
   ex_pending.seq = 0;
   ex_side_t *x = p.d ? __atomic_load_n(&p.d->side, __ATOMIC_ACQUIRE) : NULL;
-  if (r != CUDA_SUCCESS || !x) return; /* evictions then wait for s (down_after) */
+  /* Not marked, evictions wait for s (down_after): nothing ran */
   unsigned slot = p.seq % EX_LRING;
-  if (VX_CALL(cuEventRecord, x->lev[slot], p.stream) == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS && x && VX_CALL(cuEventRecord, x->lev[slot], p.stream) == CUDA_SUCCESS)
     __atomic_store_n(&x->lseq[slot], p.seq, __ATOMIC_RELEASE);
+  order_release();
 }
 
 // ---- fork ----
+
+void exec_order_atfork_prepare(void) {
+  for (int i = 0; i < VX_MAX_DEVICES; i++)
+    vx_mutex_lock(&ex_dev[i].order, VX_RANK_ORDER + i);
+}
+void exec_order_atfork_parent(void) {
+  for (int i = VX_MAX_DEVICES - 1; i >= 0; i--)
+    vx_mutex_unlock(&ex_dev[i].order, VX_RANK_ORDER + i);
+}
+void exec_order_atfork_child(void) {
+  for (int i = 0; i < VX_MAX_DEVICES; i++)
+    pthread_mutex_init(&ex_dev[i].order, NULL);
+  ex_pending = (ex_pend_t){0};
+}
 
 void exec_atfork_prepare(void) {
   for (int i = 0; i < VX_MAX_DEVICES; i++)

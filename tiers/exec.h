@@ -86,6 +86,9 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
 void exec_launched(CUresult r);
 
 /* fork: locks taken before, released in the parent, re-created in the child. */
+void exec_order_atfork_prepare(void); /* the ORDER locks (rank ORDER, core/locks.h) */
+void exec_order_atfork_parent(void);
+void exec_order_atfork_child(void);
 void exec_atfork_prepare(void);
 void exec_atfork_parent(void);
 void exec_atfork_child(void);

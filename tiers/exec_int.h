@@ -94,6 +94,7 @@ typedef struct ex_room {
 } ex_room_t;
 
 typedef struct ex_dev {
+  pthread_mutex_t order; /* from a plan to its launch's end mark, one thread at a time (exec.c) */
   pthread_mutex_t lock;
   uint64_t launches; /* exec_extent calls: the age of remembered starts */
   pol_t *pol;

@@ -20,18 +20,25 @@
 # read in place over the link and never faults onto the device behind the
 # policy's back: every run also takes no fault (before: 55-80 faults, and
 # peaks of 54, 60 and 80 MiB).
-# Usage: budget.sh PROGRAM [--no-faults]
+#
+# predict_budget_threads: prog_launch_threads, 4 threads each launching on
+# a stream of its own over 3 buffers of 8 MiB, at 24/32/48M
+# (B_LIMITS).  A plan names the marks of earlier plans; before plans were
+# issued one thread at a time (tiers/exec.c, order_take), another
+# thread's plan not yet issued left them unrecorded, and 6 to 10 runs of
+# 10 per limit went one buffer over.
+# Usage: [B_LIMITS="MiB ..."] budget.sh PROGRAM [--no-faults]
 set -eu
 : "${P_PRELOAD:?set P_PRELOAD to the libvx.so preload list}"
 prog=$1
 no_faults=${2:-}
-name=predict_budget
+name="predict_budget ($(basename "$prog"))"
 [ "$no_faults" = --no-faults ] && name=predict_in_place
 field() { sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" "$1"; }
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 fail=0
-for lim in 40 48 64; do
+for lim in ${B_LIMITS:-40 48 64}; do
   for jit in 0 100; do
     SIMCUDA_JITTER_US=$jit SIMCUDA_VRAM=128M VX_DEVICE_LIMIT=${lim}M VX_POLICY=predict \
       LD_PRELOAD="$P_PRELOAD" "$prog" >"$out"

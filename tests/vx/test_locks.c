@@ -20,10 +20,12 @@ static pthread_mutex_t spill = PTHREAD_MUTEX_INITIALIZER, swap = PTHREAD_MUTEX_I
                        slot = PTHREAD_MUTEX_INITIALIZER,
                        ex[3] = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
                                 PTHREAD_MUTEX_INITIALIZER};
+static pthread_mutex_t order = PTHREAD_MUTEX_INITIALIZER;
 static pthread_rwlock_t reg = PTHREAD_RWLOCK_INITIALIZER;
 
 /* LOCKS.md's nestings: 2 -> 3 -> 4 (released out of order), 8b -> 15 (read),
- * the EXEC family in ascending index as the fork prepare takes it. */
+ * 0 -> 9 and 0 -> 2 -> 3 (a plan, then its issue), the EXEC family in
+ * ascending index as the fork prepare takes it. */
 START_TEST(nesting_in_order_passes) {
   vx_mutex_lock(&spill, VX_RANK_SPILL);
   vx_mutex_lock(&swap, VX_RANK_SWAP);
@@ -46,6 +48,16 @@ START_TEST(nesting_in_order_passes) {
     vx_mutex_lock(&ex[i], VX_RANK_EXEC + i);
   for (int i = 2; i >= 0; i--)
     vx_mutex_unlock(&ex[i], VX_RANK_EXEC + i);
+  ck_assert_uint_eq(vx_lock_held, 0);
+
+  vx_mutex_lock(&order, VX_RANK_ORDER + 1);
+  vx_mutex_lock(&ex[1], VX_RANK_EXEC + 1);
+  vx_mutex_unlock(&ex[1], VX_RANK_EXEC + 1);
+  vx_mutex_lock(&spill, VX_RANK_SPILL);
+  vx_mutex_lock(&swap, VX_RANK_SWAP);
+  vx_mutex_unlock(&swap, VX_RANK_SWAP);
+  vx_mutex_unlock(&spill, VX_RANK_SPILL);
+  vx_mutex_unlock(&order, VX_RANK_ORDER + 1);
   ck_assert_uint_eq(vx_lock_held, 0);
 
   /* the same lock again, once released, is fine */
@@ -99,6 +111,10 @@ static void exec_descending(void) { /* the family out of index order */
   vx_mutex_lock(&ex[2], VX_RANK_EXEC + 2);
   vx_mutex_lock(&ex[1], VX_RANK_EXEC + 1);
 }
+static void order_under_exec(void) { /* a plan's lock, then its order: 9 then 0 */
+  vx_mutex_lock(&ex[0], VX_RANK_EXEC);
+  vx_mutex_lock(&order, VX_RANK_ORDER);
+}
 static void unlock_unheld(void) {
   vx_mutex_unlock(&swap, VX_RANK_SWAP);
 }
@@ -124,6 +140,8 @@ START_TEST(inversion_aborts_naming_both) {
                "while holding tiers/spill_init.c:spill_g.mu");
   expect_abort(exec_descending, "taking tiers/exec.c:ex_dev[i].lock (LOCKS.md row 9, member 1)",
                "while holding tiers/exec.c:ex_dev[i].lock (LOCKS.md row 9, member 2)");
+  expect_abort(order_under_exec, "taking tiers/exec.c:ex_dev[i].order (LOCKS.md row 0, member 0)",
+               "while holding tiers/exec.c:ex_dev[i].lock (LOCKS.md row 9, member 0)");
   expect_abort(unlock_unheld, "releasing a lock not held: nvme/nvme_int.h:nvme_swap.lock", NULL);
 }
 END_TEST

@@ -26,7 +26,8 @@
 # (B_LIMITS).  A plan names the marks of earlier plans; before plans were
 # issued one thread at a time (tiers/exec.c, order_take), another
 # thread's plan not yet issued left them unrecorded, and 6 to 10 runs of
-# 10 per limit went one buffer over.
+# 10 per limit went one buffer over.  predict_budget_shared: the same
+# with P_SHARED=1 (one buffer all threads read) at 24/32M.
 # Usage: [B_LIMITS="MiB ..."] budget.sh PROGRAM [--no-faults]
 set -eu
 : "${P_PRELOAD:?set P_PRELOAD to the libvx.so preload list}"

@@ -123,10 +123,11 @@ static int make_policy_locked(ex_dev_t *d, int dev) {
 
 static ex_alloc_t *entry_new(const vx_alloc_info_t *a) {
   uint32_t nch = (uint32_t)((a->size + (1ull << VX_CHUNK_SHIFT) - 1) >> VX_CHUNK_SHIFT);
-  ex_alloc_t *e = calloc(1, sizeof *e + 3 * (size_t)nch * sizeof e->ahead[0]);
+  ex_alloc_t *e = calloc(1, sizeof *e + 4 * (size_t)nch * sizeof e->ahead[0]);
   if (!e) return NULL;
   e->last_use = e->ahead + nch;
   e->evicted = e->last_use + nch;
+  e->other_use = e->evicted + nch;
   e->id = a->id, e->base = a->base, e->size = a->size, e->nchunks = nch;
   return e;
 }
@@ -342,7 +343,7 @@ static void waits_locked(ex_dev_t *d, ex_op_t *ops, int n, uint64_t free_before)
   ex_room_plan_locked(&d->room, ops, n, free_before);
   for (int i = 0; i < n; i++) {
     ex_op_t *o = &ops[i];
-    o->last = 0;
+    o->last = o->other = 0;
     if (o->dropped || (o->op != POL_OP_EVICT && o->op != POL_OP_PREFETCH)) continue;
     ex_alloc_t *e;
     HASH_FIND(hh, d->by_id, &o->id, sizeof o->id, e);
@@ -351,6 +352,8 @@ static void waits_locked(ex_dev_t *d, ex_op_t *ops, int n, uint64_t free_before)
         e->evicted[c] = o->group;
         if (e->last_use[c] && (!o->last || seq_after(e->last_use[c], o->last)))
           o->last = e->last_use[c];
+        if (e->other_use[c] && (!o->other || seq_after(e->other_use[c], o->other)))
+          o->other = e->other_use[c];
       } else if (e->evicted[c]) {
         o->room = room_later(o->room, e->evicted[c]);
         e->evicted[c] = 0;
@@ -441,20 +444,38 @@ static int unpin_due(const ex_alloc_t *e, const pol_plan_t *pl) {
          (e->uses - e->pin_uses >= e->nchunks || pol_plan_ups(pl, e->id, POL_AHEAD));
 }
 
+/* Whether planned launch `seq` was on `stream`: 1, 0, or -1 when it is
+ * too old to know (its slot planned again since). */
+static int planned_on(const ex_dev_t *d, uint32_t seq, uint64_t stream) {
+  unsigned slot = seq % EX_LRING;
+  if (d->plan_stream[slot].seq != seq) return -1;
+  return d->plan_stream[slot].stream == stream;
+}
+
 /* Counts the launch's references and stamps its chunks with its number
  * `seq` (exec_launched marks its end); returns the allocations to pin now.
  * A plan never evicts the launch's own chunks, so stamping before its
- * victims are read (waits_locked) changes none of them. */
+ * victims are read (waits_locked) changes none of them.  A chunk keeps
+ * its latest use on another stream too (other_use): an eviction waits for
+ * the end of both, as the stream of an earlier use may run behind the
+ * stream of the latest (prog_stream_lag: the chunk faulted back when the
+ * lagging stream read it, past the budget).  Two streams are exact; of
+ * three or more, the latest two that reached a chunk are waited for. */
 static int count_refs_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, uint32_t seq,
-                             const pol_plan_t *pl, ex_pin_t *pin) {
+                             uint64_t stream, const pol_plan_t *pl, ex_pin_t *pin) {
   int np = 0;
+  d->plan_stream[seq % EX_LRING].seq = seq;
+  d->plan_stream[seq % EX_LRING].stream = stream;
   for (uint32_t k = 0; k < n; k++) {
     ex_alloc_t *e;
     HASH_FIND(hh, d->by_id, &r[k].alloc_id, sizeof r[k].alloc_id, e);
     if (!e) continue;
     e->uses += r[k].count;
-    for (uint32_t c = r[k].first; c < r[k].first + r[k].count && c < e->nchunks; c++)
+    for (uint32_t c = r[k].first; c < r[k].first + r[k].count && c < e->nchunks; c++) {
+      uint32_t prev = e->last_use[c];
+      if (prev && prev != seq && planned_on(d, prev, stream) == 0) e->other_use[c] = prev;
       e->last_use[c] = seq;
+    }
     if (np == EX_PIN_MAX) continue;
     ex_pin_t x = {.id = e->id, .base = e->base, .size = e->size, .nchunks = e->nchunks};
     if (unpin_due(e, pl)) { /* used again: it moves from now on, judged afresh */
@@ -706,8 +727,8 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
     hits = take_hits_locked(d, ranges, n, &wait);
     while (!(me = ++d->lseq)) { /* 0 means none */
     }
-    npin =
-        count_refs_locked(d, ranges, n, me, &plan, pin); /* first: their prefetches are dropped */
+    npin = count_refs_locked(d, ranges, n, me, l.stream, &plan,
+                             pin); /* first: their prefetches are dropped */
     if (npin) pin_group = pin_room_locked(d, &plan, pin, npin, &room);
     nops = translate_locked(d, &plan, ops, &missed);
     waits_locked(d, ops, nops, room);
@@ -747,8 +768,10 @@ void exec_launched(CUresult r) {
   ex_side_t *x = p.d ? __atomic_load_n(&p.d->side, __ATOMIC_ACQUIRE) : NULL;
   /* Not marked, evictions wait for s (down_after): nothing ran */
   unsigned slot = p.seq % EX_LRING;
-  if (r == CUDA_SUCCESS && x && VX_CALL(cuEventRecord, x->lev[slot], p.stream) == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS && x && VX_CALL(cuEventRecord, x->lev[slot], p.stream) == CUDA_SUCCESS) {
+    x->lstream[slot] = p.stream;
     __atomic_store_n(&x->lseq[slot], p.seq, __ATOMIC_RELEASE);
+  }
   order_release();
 }
 

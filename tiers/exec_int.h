@@ -49,12 +49,14 @@ typedef struct ex_alloc {
   uint8_t in_place;           /* its extents are guesses: PreferredLocation host advised */
   uint64_t pin_uses;          /* EX_PIN_ONCE: `uses` when it was pinned */
   UT_hash_handle hh;
-  uint32_t *last_use; /* per chunk: the planned launch (ex_dev_t.lseq) that last
-                       * reached it; 0 = none (points past ahead[]) */
-  uint32_t *evicted;  /* per chunk: the eviction group (ex_room_t) that last sent
-                       * it down; 0 = none (past last_use[]) */
-  uint32_t ahead[];   /* per chunk: the AHEAD batch (seq) that brought it in and
-                       * no launch has used since; 0 = none */
+  uint32_t *last_use;  /* per chunk: the planned launch (ex_dev_t.lseq) that last
+                        * reached it; 0 = none (points past ahead[]) */
+  uint32_t *evicted;   /* per chunk: the eviction group (ex_room_t) that last sent
+                        * it down; 0 = none (past last_use[]) */
+  uint32_t *other_use; /* per chunk: the latest planned launch that reached it
+                        * on a stream other than last_use's; 0 = none (past evicted[]) */
+  uint32_t ahead[];    /* per chunk: the AHEAD batch (seq) that brought it in and
+                        * no launch has used since; 0 = none */
 } ex_alloc_t;
 
 /* The side streams: `down` for evictions, `up` for prefetches (so that the
@@ -70,7 +72,8 @@ typedef struct ex_side {
   CUevent ev[EX_RING];
   uint32_t seq[EX_RING]; /* atomic: the batch each event was last recorded for */
   CUevent lev[EX_LRING];
-  uint32_t lseq[EX_LRING]; /* atomic: the planned launch each was last recorded after */
+  uint32_t lseq[EX_LRING];    /* atomic: the planned launch each was last recorded after */
+  CUstream lstream[EX_LRING]; /* ... and its stream (written before lseq) */
   CUevent dev_[EX_DRING];
   uint32_t dseq[EX_DRING]; /* atomic: the eviction group each was last recorded after */
 } ex_side_t;
@@ -101,6 +104,10 @@ typedef struct ex_dev {
   int failed;    /* pol_create failed: no plans on this device */
   uint32_t seq;  /* AHEAD batches planned */
   uint32_t lseq; /* launches planned */
+  struct {       /* the stream of each recent planned launch (exec.c: other_use) */
+    uint32_t seq;
+    uint64_t stream;
+  } plan_stream[EX_LRING];
   ex_room_t room;
   ex_alloc_t *by_id;
   ex_side_t *side; /* atomic; created on first use */
@@ -118,6 +125,7 @@ typedef struct ex_op {
   uint32_t seq;    /* AHEAD: its batch */
   uint32_t group;  /* EVICT: its eviction group (ex_room_t); 0 = none */
   uint32_t last;   /* EVICT: the latest planned launch that reached its chunks; 0 = none */
+  uint32_t other;  /* EVICT: the latest on another stream than `last`'s; 0 = none */
   uint32_t room;   /* PREFETCH: the eviction group whose end it waits for,
                     * 0 = none (the room is free), EX_ROOM_ALL = all of `down` */
 } ex_op_t;

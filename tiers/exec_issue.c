@@ -185,34 +185,57 @@ static int room_wait(ex_side_t *x, uint32_t room, CUstream t) {
   return ex_order_after(x->down, &t, 1);
 }
 
-/* `down` waits until planned launch `last` (the latest that reached a
- * victim) has run: its end event, or everything before this launch on s
- * when the event is not there (another thread's launch not yet marked). */
-static int down_after(ex_side_t *x, uint32_t last, CUstream s) {
+/* The launches `down` was made to wait for in one issue, the latest per
+ * stream: a launch's end implies the end of its stream's earlier launches,
+ * not of another stream's. */
+#define EX_WAITED 4
+typedef struct ex_waited {
+  CUstream s[EX_WAITED];
+  uint32_t seq[EX_WAITED];
+  int n;
+} ex_waited_t;
+
+/* `down` waits until planned launch `last` (one that reached a victim) has
+ * run: its end event (a later launch's, where its slot was recorded again
+ * since), unless `down` already waits for a launch as late on its stream;
+ * or everything before this launch on s where it was never marked (its
+ * launch failed).  Plans are issued in order (exec.c, order_take): every
+ * earlier launch that ran is marked by now. */
+static int down_after(ex_side_t *x, ex_waited_t *w, uint32_t last, CUstream s) {
   if (!last) return 0; /* no planned launch reached the victims */
   unsigned slot = last % EX_LRING;
   uint32_t have = __atomic_load_n(&x->lseq[slot], __ATOMIC_ACQUIRE);
-  if (have && !seq_after(last, have))
-    return VX_CALL(cuStreamWaitEvent, x->down, x->lev[slot], 0) == CUDA_SUCCESS ? 0 : -1;
-  return ex_order_after(s, &x->down, 1);
+  if (!have || seq_after(last, have)) return ex_order_after(s, &x->down, 1);
+  CUstream on = x->lstream[slot];
+  int i = 0;
+  while (i < w->n && w->s[i] != on)
+    i++;
+  if (i < w->n && !seq_after(have, w->seq[i])) return 0;
+  if (VX_CALL(cuStreamWaitEvent, x->down, x->lev[slot], 0) != CUDA_SUCCESS) return -1;
+  if (i == w->n && w->n < EX_WAITED) w->n++;
+  if (i == EX_WAITED) i = EX_WAITED - 1; /* forgets one: at worst a wait again */
+  w->s[i] = on, w->seq[i] = have;
+  return 0;
+}
+
+/* An eviction's wait: for the latest launch that reached its chunks and the
+ * latest on another stream (exec.c, count_refs_locked). */
+static int down_after_uses(ex_side_t *x, ex_waited_t *w, const ex_op_t *o, CUstream s) {
+  return down_after(x, w, o->last, s) || down_after(x, w, o->other, s) ? -1 : 0;
 }
 
 /* The AHEAD part in plan order: evictions go down, each group's end marked
- * and each after the last launch that reached its chunks when `down` has
- * not waited for that one yet (`waited`); a prefetch waits only for the
+ * and each after the launches that reached its chunks (down_after_uses;
+ * `w`: what `down` waits for already); a prefetch waits only for the
  * group whose room it takes (none when its room is free now), so that the
  * link's two directions overlap.  Each prefetch is followed by its event,
  * so that a launch waits only for the prefetch it needs. */
-static void issue_ahead(ex_op_t *ops, int n, int dev, ex_side_t *x, CUstream s, uint32_t waited) {
+static void issue_ahead(ex_op_t *ops, int n, int dev, ex_side_t *x, CUstream s, ex_waited_t *w) {
   for (int i = 0; i < n; i++) {
     if (ops[i].op == POL_OP_EVICT) {
-      uint32_t last = ops[i].last;
-      if (!ops[i].dropped && last && (!waited || seq_after(last, waited))) {
-        if (down_after(x, last, s)) {
-          mark_failed(ops + i, n - i);
-          return;
-        }
-        waited = last;
+      if (!ops[i].dropped && down_after_uses(x, w, &ops[i], s)) {
+        mark_failed(ops + i, n - i);
+        return;
       }
       issue(ops + i, 1, dev, x->down);
       if (ops[i].group) ex_group_mark(x, ops[i].group);
@@ -249,18 +272,15 @@ int ex_run_evictions(ex_dev_t *d, int dev, ex_op_t *ops, int n) {
     return -1;
   }
   down_after_victims_land(d, x, ops, n);
-  uint32_t waited = 0;
+  ex_waited_t w = {.n = 0};
   for (int i = 0; i < n; i++) {
     ex_op_t *o = &ops[i];
     if (o->op != POL_OP_EVICT || o->dropped) continue;
-    /* after the latest launch that reached it (everything on the legacy
-     * stream so far when that launch's end is not marked) */
-    if (o->last && (!waited || seq_after(o->last, waited))) {
-      if (down_after(x, o->last, CU_STREAM_LEGACY)) {
-        mark_failed(ops + i, n - i);
-        return -1;
-      }
-      waited = o->last;
+    /* after the launches that reached it (everything on the legacy stream
+     * so far when one's end is not marked) */
+    if (down_after_uses(x, &w, o, CU_STREAM_LEGACY)) {
+      mark_failed(ops + i, n - i);
+      return -1;
     }
     issue(o, 1, dev, x->down);
     if (o->group) ex_group_mark(x, o->group);
@@ -297,18 +317,18 @@ void ex_side_wait(ex_dev_t *d, uint32_t seq, CUstream s) {
  * as the replay's model has them (waiting for s serialised transfer,
  * kernel, transfer: vx play of cnn took 1.6x the replay's time). */
 void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s) {
-  int req = 0, req_evicts = 0;
-  uint32_t req_last = 0; /* the latest launch any required victim waits for */
+  int req = 0;
+  ex_waited_t w = {.n = 0};
   while (req < n && ops[req].when == POL_REQUIRED)
     req++;
-  for (int i = 0; i < req; i++)
-    if (ops[i].op == POL_OP_EVICT && !ops[i].dropped) {
-      req_evicts = 1;
-      if (ops[i].last && (!req_last || seq_after(ops[i].last, req_last))) req_last = ops[i].last;
-    }
   ex_side_t *x = ex_side_get(d);
   if (x) down_after_victims_land(d, x, ops, n);
-  if (!x || (req_evicts && down_after(x, req_last, s))) {
+  for (int i = 0; x && i < req; i++) /* the required victims' launches, first */
+    if (ops[i].op == POL_OP_EVICT && !ops[i].dropped && down_after_uses(x, &w, &ops[i], s)) {
+      x = NULL;
+      break;
+    }
+  if (!x) {
     mark_failed(ops, n);
     return;
   }
@@ -350,5 +370,5 @@ void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s) {
     ex_order_after(x->now, &s, 1);
   }
   if (req == n) return;
-  issue_ahead(ops + req, n - req, dev, x, s, req_last);
+  issue_ahead(ops + req, n - req, dev, x, s, &w);
 }

@@ -249,6 +249,11 @@ static int read_by(const pol_launch_t *l, uint64_t id, uint32_t k) {
 static int require_chunk(pol_t *p, const pol_launch_t *l, uint32_t mode, struct pol_chunk *c,
                          pol_plan_t *plan) {
   if (p->used >= p->cap_chunks) return 1;
+  if (p->cfg.demand_budget) { /* the access faults it in, into the room made */
+    chunk_set_resident(p, c);
+    c->dirty = 1; /* the driver keeps no host copy of a migrated page */
+    return 0;
+  }
   int nodata = c->loc == LOC_FRESH || (mode == POL_ACCESS_WRITE && !read_by(l, c->a->id, c->idx));
   if (plan_emit_f(plan, POL_OP_PREFETCH, POL_REQUIRED, 0, nodata ? POL_ACT_NODATA : 0, c) < 0)
     return -ENOSPC;
@@ -328,6 +333,16 @@ int planner_light(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
   int r = required(p, l, 0, plan); /* nothing missing: only counts and touches */
   if (r == 0) r = advise(p, l, plan);
   return r == 0 || r == -ENOSPC ? (int)plan->n : r;
+}
+
+int planner_fault(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
+  if (++p->epoch == 0) p->epoch = 1;
+  p->win_n = p->want_n = 0;
+  uint64_t missing = stamp_current(p, l);
+  p->cursor = p->lru.next;
+  p->wtail = 0;
+  int r = required(p, l, missing, plan);
+  return r == -ENOSPC || r == 0 ? (int)plan->n : r;
 }
 
 // ---- predicted work ----

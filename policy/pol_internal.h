@@ -154,6 +154,10 @@ void planner_note_free(pol_t *p, const struct pol_arec *a);
 /* The fast path: if every chunk of the launch is resident, touches them and
  * returns the (advice-only) action count; -EAGAIN when a full plan is needed. */
 int planner_light(pol_t *p, const pol_launch_t *l, pol_plan_t *plan);
+/* Demand paging inside the capacity (pol_config_t.demand_budget): room for
+ * the launch's missing chunks, least recently used first; the chunks count
+ * as resident from the plan on (their accesses fault them in). */
+int planner_fault(pol_t *p, const pol_launch_t *l, pol_plan_t *plan);
 
 /* ---- history.c / predict.c: the learned launch sequence ---- */
 int hist_create(pol_t *p);

@@ -204,8 +204,11 @@ int pol_launch(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
   }
   case POL_DEEPUM:
     return dum_launch(p, l, plan);
+  case POL_DEMAND:
+    if (p->cfg.demand_budget) return planner_fault(p, l, plan);
+    return 0; /* the driver faults what is missing */
   default:
-    return 0; /* demand and static: the driver faults what is missing */
+    return 0; /* static: the driver faults what is missing */
   }
 }
 

@@ -51,6 +51,11 @@ typedef struct pol_config {
                                * it was made (access modes must be known); default 0: an
                                * eviction of a ReadMostly chunk keeps its device copy until
                                * pressure drops it, room the planner would count free */
+  uint32_t demand_budget;     /* POL_DEMAND: 1 = each launch's missing chunks fault in,
+                               * as on a device of `capacity` bytes: the policy evicts, as
+                               * REQUIRED, the least recently used chunks for them and
+                               * prefetches nothing (libvx's demand under VX_DEVICE_LIMIT);
+                               * 0 (default) = no plans, the driver pages alone */
 } pol_config_t;
 
 /* Fills *c with the defaults above for `kind` and `capacity`. */

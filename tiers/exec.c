@@ -27,7 +27,8 @@
 static ex_dev_t ex_dev[VX_MAX_DEVICES] = {
     [0 ... VX_MAX_DEVICES - 1] = {.order = PTHREAD_MUTEX_INITIALIZER,
                                   .lock = PTHREAD_MUTEX_INITIALIZER}};
-static int ex_planning;                        /* VX_POLICY=predict */
+static int ex_planning;    /* a policy plans launches: VX_POLICY=predict, or demand with a limit */
+static pol_kind_t ex_kind; /* POL_PREDICT, or POL_DEMAND: demand paging inside the budget */
 static uint64_t ex_launch_max[VX_MAX_DEVICES]; /* atomic: exec_launch_max */
 
 static uint64_t ex_now(void) {
@@ -57,7 +58,15 @@ _Static_assert((int)VX_POLICY_PREDICT == (int)POL_PREDICT &&
 void exec_init(void) {
   /* Without parameter layouts no launch is seen: nothing to plan from (the
    * one line saying so is move_probe's). */
-  ex_planning = vx_opt.POLICY == VX_POLICY_PREDICT && move_layouts();
+  /* Under VX_POLICY=demand with VX_DEVICE_LIMIT the budget is kept too, as
+   * on a smaller device: launches still fault what they miss, and the
+   * policy evicts the least recently used chunks to make their room
+   * (pol_config_t.demand_budget).  Without a limit, demand is the
+   * driver's paging alone (the reference, plain UM with its VX_MOVABLE). */
+  int predict = vx_opt.POLICY == VX_POLICY_PREDICT;
+  int demand_budget = vx_opt.POLICY == VX_POLICY_DEMAND && vx_opt.DEVICE_LIMIT.n > 0;
+  ex_kind = predict ? POL_PREDICT : POL_DEMAND;
+  ex_planning = (predict || demand_budget) && move_layouts();
   if (!vx_opt.TRACE.s[0]) return;
   char why[128] = "";
   char path[VX_OPT_STRING_MAX + 256];
@@ -74,6 +83,10 @@ void exec_fini(void) {
 }
 
 int exec_planning(void) {
+  return ex_planning && ex_kind == POL_PREDICT;
+}
+
+int exec_active(void) {
   return ex_planning;
 }
 
@@ -106,7 +119,8 @@ static int make_policy_locked(ex_dev_t *d, int dev) {
   if (d->pol || d->failed) return d->pol ? 0 : -1;
   uint64_t cap = exec_capacity(dev);
   pol_config_t c;
-  pol_config_default(&c, POL_PREDICT, cap);
+  pol_config_default(&c, ex_kind, cap);
+  c.demand_budget = ex_kind == POL_DEMAND;
   c.prefetch_distance = (uint32_t)vx_opt.PREFETCH_DISTANCE;
   c.evict_watermark = (uint32_t)vx_opt.EVICT_WATERMARK;
   if (vx_opt.NVME_DIR.s[0]) c.host_capacity = vx_size_resolve(&vx_opt.HOST_LIMIT, 0);

@@ -160,7 +160,7 @@ static CUresult predict_set(const vx_launch_t *l, const obs_set_t *s, const CUde
    * the trace made a traced run another run (prog_torch: 35 faults traced
    * against 184 untraced).  The trace gets every allocation, the plan the
    * movable ones among them. */
-  int dev = -1, mdev = -1, plan = s->nonnative && exec_planning();
+  int dev = -1, mdev = -1, plan = s->nonnative && exec_active();
   uint32_t n = tracing || plan ? ranges_of(s, vals, nv, r, !tracing, &dev, &mdev, nat) : 0;
   if (tracing && n) trace_rec_launch(dev, kernel, (uint64_t)(uintptr_t)st, r, n);
   uint32_t k = 0;
@@ -224,7 +224,7 @@ static __attribute__((noinline)) CUresult predict_big(const vx_launch_t *l, int 
 }
 
 int launch_plan_needed(void) {
-  return exec_planning() || trace_rec_on() || spill_armed();
+  return exec_active() || trace_rec_on() || spill_armed();
 }
 
 CUresult launch_plan(const vx_launch_t *l) {

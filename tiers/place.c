@@ -126,13 +126,14 @@ static void advise(CUdeviceptr p, size_t size, int dev, int tier) {
 static uint64_t movable_room(int dev) {
   uint64_t lim = budget_limit(dev);
   uint64_t room = vx_opt.MOVABLE.set ? vx_size_resolve(&vx_opt.MOVABLE, lim)
-                  : exec_planning()  ? lim / 100 * MOVABLE_PREDICT_PCT
+                  : exec_active()    ? lim / 100 * MOVABLE_PREDICT_PCT
                                      : 0; /* demand, static: native while the budget has room */
-  /* Under predict, by default, at least the biggest launch seen so far:
-   * the room is where a launch's data must all be at once, and one that
-   * does not fit it faults against itself (vx play of cnn: its largest
-   * launches reach 0.6 of the device) */
-  if (!vx_opt.MOVABLE.set && exec_planning() && exec_launch_max(dev) > room)
+  /* Under predict (and demand kept inside a VX_DEVICE_LIMIT, whose paging
+   * needs the same room), by default, at least the biggest launch seen so
+   * far: the room is where a launch's data must all be at once, and one
+   * that does not fit it faults against itself (vx play of cnn: its
+   * largest launches reach 0.6 of the device) */
+  if (!vx_opt.MOVABLE.set && exec_active() && exec_launch_max(dev) > room)
     room = exec_launch_max(dev);
   return room > lim ? lim : room;
 }

@@ -393,6 +393,47 @@ START_TEST(native_room_made_before_the_allocation) {
 }
 END_TEST
 
+/* Demand paging inside the capacity (pol_config_t.demand_budget, libvx's
+ * demand under VX_DEVICE_LIMIT): a launch whose chunks do not fit gets the
+ * least recently used chunks evicted as REQUIRED, and no prefetch: its
+ * accesses fault the chunks in, into that room.  Without the flag demand
+ * plans nothing and the driver pages past any budget. */
+START_TEST(demand_budget_evicts_lru_for_faults) {
+  pol_config_t c;
+  pol_config_default(&c, POL_DEMAND, 8u << 21);
+  c.demand_budget = 1;
+  fx_init_config(&F, &c);
+  fx_made(&F, 1, 4);
+  fx_made(&F, 2, 4); /* the device is full */
+  ck_assert_uint_eq(pol_used(F.p), 8);
+  fx_alloc(&F, 3, 4);
+  pol_range_t r = {.alloc_id = 3, .count = 4, .mode = POL_ACCESS_WRITE};
+  pol_launch_t l = {.kernel = 7, .stream = 1, .now = F.now += 1000, .ranges = &r, .nranges = 1};
+  pol_plan_t plan = {.actions = F.act, .cap = 4096};
+  int n = pol_launch(F.p, &l, &plan);
+  ck_assert_int_gt(n, 0);
+  uint32_t evicted = 0;
+  for (int i = 0; i < n; i++) {
+    ck_assert_int_eq(F.act[i].op, POL_OP_EVICT); /* never a prefetch */
+    ck_assert_int_eq(F.act[i].when, POL_REQUIRED);
+    ck_assert_uint_eq(F.act[i].alloc_id, 1); /* the least recently used */
+    evicted += F.act[i].count;
+  }
+  ck_assert_uint_eq(evicted, 4);
+  ck_assert_uint_eq(pol_used(F.p), 8); /* alloc 3 counted resident: it faults in */
+  fx_fini(&F);
+
+  fx_init(&F, POL_DEMAND, 8); /* the reference: no plan, whatever the room */
+  fx_made(&F, 1, 4);
+  fx_made(&F, 2, 4);
+  fx_alloc(&F, 3, 4);
+  l.now = F.now += 1000;
+  plan.n = 0;
+  ck_assert_int_eq(pol_launch(F.p, &l, &plan), 0);
+  fx_fini(&F);
+}
+END_TEST
+
 /* Bytes held for a native allocation about to be made count against the
  * capacity at once: a plan made meanwhile (another thread's launch) leaves
  * their room free, and giving them back when pol_alloc counts the
@@ -918,6 +959,7 @@ int main(void) {
   tcase_add_test(t, room_a_free_returns_counts_toward_new_allocations);
   tcase_add_test(t, native_room_made_before_the_allocation);
   tcase_add_test(t, held_native_room_is_not_planned_into);
+  tcase_add_test(t, demand_budget_evicts_lru_for_faults);
   suite_add_tcase(s, t);
   return vx_check_run(s, 1);
 }

@@ -779,7 +779,13 @@ void exec_launched(CUresult r) {
   ex_pend_t p = ex_pending;
   if (!p.seq) return;
   ex_pending.seq = 0;
-  ex_side_t *x = p.d ? __atomic_load_n(&p.d->side, __ATOMIC_ACQUIRE) : NULL;
+  /* The side streams are made here if no plan has issued anything yet: a
+   * launch whose plan moved nothing (a demand-paging plan with room, a
+   * predictor's first launches) is still one a later eviction must wait
+   * for.  (Unmarked, a later thread's eviction of its chunks waited for
+   * that thread's own stream instead: prog_launch_threads under demand with
+   * 2 threads went 8 MiB past the limit.) */
+  ex_side_t *x = p.d && r == CUDA_SUCCESS ? ex_side_get(p.d) : NULL;
   /* Not marked, evictions wait for s (down_after): nothing ran */
   unsigned slot = p.seq % EX_LRING;
   if (r == CUDA_SUCCESS && x && VX_CALL(cuEventRecord, x->lev[slot], p.stream) == CUDA_SUCCESS) {

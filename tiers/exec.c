@@ -58,13 +58,16 @@ _Static_assert((int)VX_POLICY_PREDICT == (int)POL_PREDICT &&
 void exec_init(void) {
   /* Without parameter layouts no launch is seen: nothing to plan from (the
    * one line saying so is move_probe's). */
-  /* Under VX_POLICY=demand with VX_DEVICE_LIMIT the budget is kept too, as
-   * on a smaller device: launches still fault what they miss, and the
-   * policy evicts the least recently used chunks to make their room
-   * (pol_config_t.demand_budget).  Without a limit, demand is the
-   * driver's paging alone (the reference, plain UM with its VX_MOVABLE). */
+  /* Under VX_POLICY=demand or static with VX_DEVICE_LIMIT the budget is
+   * kept too, as on a smaller device: launches still fault what they
+   * miss, and the policy evicts the least recently used chunks to make
+   * their room (pol_config_t.demand_budget); static's host-tier
+   * allocations are read in place and never take room.  Without a limit,
+   * demand is the driver's paging alone (the reference, plain UM with its
+   * VX_MOVABLE). */
   int predict = vx_opt.POLICY == VX_POLICY_PREDICT;
-  int demand_budget = vx_opt.POLICY == VX_POLICY_DEMAND && vx_opt.DEVICE_LIMIT.n > 0;
+  int demand_budget = (vx_opt.POLICY == VX_POLICY_DEMAND || vx_opt.POLICY == VX_POLICY_STATIC) &&
+                      vx_opt.DEVICE_LIMIT.n > 0;
   ex_kind = predict ? POL_PREDICT : POL_DEMAND;
   ex_planning = (predict || demand_budget) && move_layouts();
   if (!vx_opt.TRACE.s[0]) return;
@@ -150,8 +153,10 @@ void exec_alloc(const vx_alloc_info_t *a) {
   int native = a->tier == VX_TIER_NATIVE;
   if (!native) obs_mark(a->base, a->size, 1);
   trace_rec_alloc(a->dev, a->id, a->base, a->size, native ? POL_ALLOC_NATIVE : 0);
-  /* No concurrent managed access: no policy there, so no prefetch or advice. */
-  if (!ex_planning || !a->id || !budget_managed_ok(a->dev)) return;
+  /* No concurrent managed access: no policy there, so no prefetch or advice.
+   * The static tier's host allocations stay there (PreferredLocation host,
+   * read in place): no device room to count. */
+  if (!ex_planning || !a->id || !budget_managed_ok(a->dev) || a->tier == VX_TIER_HOST) return;
   ex_alloc_t *e = native ? NULL : entry_new(a);
   if (!native && !e) return; /* untracked by the policy: plain managed memory */
   ex_dev_t *d = dev_of(a->dev);

@@ -26,7 +26,8 @@ uint64_t exec_capacity(int dev);
 /* 1 when the predictor makes plans (VX_POLICY=predict). */
 int exec_planning(void);
 /* 1 when a policy plans launches: the predictor, or demand paging kept
- * inside VX_DEVICE_LIMIT (VX_POLICY=demand with a limit: evictions only). */
+ * inside VX_DEVICE_LIMIT (VX_POLICY=demand or static with a limit:
+ * evictions only). */
 int exec_active(void);
 /* The most bytes one planned launch of device dev has reached so far (its
  * ranges, native and managed): the room a launch needs on the device. */

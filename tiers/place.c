@@ -127,9 +127,10 @@ static uint64_t movable_room(int dev) {
   uint64_t lim = budget_limit(dev);
   uint64_t room = vx_opt.MOVABLE.set ? vx_size_resolve(&vx_opt.MOVABLE, lim)
                   : exec_active()    ? lim / 100 * MOVABLE_PREDICT_PCT
-                                     : 0; /* demand, static: native while the budget has room */
-  /* Under predict (and demand kept inside a VX_DEVICE_LIMIT, whose paging
-   * needs the same room), by default, at least the biggest launch seen so
+                                     : 0; /* demand, static without a limit: native while
+                                        * the budget has room */
+  /* Under predict (and demand or static kept inside a VX_DEVICE_LIMIT,
+   * whose paging needs the same room), by default, at least the biggest launch seen so
    * far: the room is where a launch's data must all be at once, and one
    * that does not fit it faults against itself (vx play of cnn: its
    * largest launches reach 0.6 of the device) */

@@ -416,10 +416,9 @@ def build(c, args):
             residency(c, s, args.limit)
         s["notes"] = [
             "VX_DEVICE_LIMIT is a budget that vx enforces; the card itself has %s bytes, so "
-            "the driver never feels memory pressure: under the demand policy vx keeps "
-            "demand paging inside the limit itself (it evicts least recently used data "
-            "for each launch, prefetches nothing); under static, pages placed in managed "
-            "memory may stay on the device." % s.get("device_memory"),
+            "the driver never feels memory pressure: under the demand and static "
+            "policies vx keeps demand paging inside the limit itself (it evicts least "
+            "recently used data for each launch, prefetches nothing)." % s.get("device_memory"),
         ]
     s["warnings"] = c.text("warnings.txt").splitlines()
     s["steps"] = {k: {"rc": v["rc"], "secs": v["secs"]} for k, v in c.steps.items()}

@@ -26,7 +26,10 @@
 # (B_LIMITS).  A plan names the marks of earlier plans; before plans were
 # issued one thread at a time (tiers/exec.c, order_take), another
 # thread's plan not yet issued left them unrecorded, and 6 to 10 runs of
-# 10 per limit went one buffer over.  predict_budget_shared: the same
+# 10 per limit went one buffer over.  Whether data moves there depends on
+# how the threads' runs overlap (on a busy machine they may take turns,
+# and then each thread's buffers fit: 1 of 16 loaded runs at 48M moved
+# nothing), so B_MOVES=0 leaves that out; the peak is what is asserted.  predict_budget_shared: the same
 # with P_SHARED=1 (one buffer all threads read) at 24/32M.
 #
 # predict_budget_lag (--no-faults): prog_stream_lag, a buffer read by two
@@ -49,7 +52,7 @@
 # predict_budget_static_*: the same under VX_POLICY=static (its allocations
 # of VX_STATIC_MIN and more stay in host memory, read in place; the rest
 # pages so).
-# Usage: [B_LIMITS="MiB ..."] [B_POLICY=predict|demand|static] [B_FAULTS=0] budget.sh PROGRAM [--no-faults]
+# Usage: [B_LIMITS="MiB ..."] [B_POLICY=predict|demand|static] [B_FAULTS=0] [B_MOVES=0] budget.sh PROGRAM [--no-faults]
 set -eu
 : "${P_PRELOAD:?set P_PRELOAD to the libvx.so preload list}"
 prog=$1
@@ -74,7 +77,7 @@ for lim in ${B_LIMITS:-40 48 64}; do
       [ "$up" = 0 ] || { echo "  FAIL: demand prefetched"; fail=1; }
       [ "${B_FAULTS:-1}" = 0 ] || [ "$f" -gt 0 ] ||
         { echo "  FAIL: demand paged nothing (the limit is below the data)"; fail=1; }
-    else
+    elif [ "${B_MOVES:-1}" != 0 ]; then
       [ "$up" -gt 0 ] || { echo "  FAIL: the predictor moved nothing"; fail=1; }
     fi
     if [ "$no_faults" = --no-faults ]; then

@@ -203,6 +203,7 @@ static void say_first_movable(int dev, const vx_alloc_info_t *a, int fell_back) 
            "are managed memory, %s",
            dev, vx_size_text(budget_used(dev), used), vx_size_text(budget_limit(dev), lim), sz,
            exec_planning() ? "staged on the device ahead of use by the predictor"
+           : exec_active() ? "paged in on demand, inside the budget"
                            : "paged in on demand by the driver");
 }
 

@@ -123,7 +123,7 @@ static int make_policy_locked(ex_dev_t *d, int dev) {
   uint64_t cap = exec_capacity(dev);
   pol_config_t c;
   pol_config_default(&c, ex_kind, cap);
-  c.demand_budget = ex_kind == POL_DEMAND;
+  c.demand_budget = d->paging = ex_kind == POL_DEMAND;
   c.prefetch_distance = (uint32_t)vx_opt.PREFETCH_DISTANCE;
   c.evict_watermark = (uint32_t)vx_opt.EVICT_WATERMARK;
   if (vx_opt.NVME_DIR.s[0]) c.host_capacity = vx_size_resolve(&vx_opt.HOST_LIMIT, 0);

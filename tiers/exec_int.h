@@ -102,6 +102,7 @@ typedef struct ex_dev {
   uint64_t launches; /* exec_extent calls: the age of remembered starts */
   pol_t *pol;
   int failed;    /* pol_create failed: no plans on this device */
+  int paging;    /* demand paging inside the budget: launches fault their chunks in */
   uint32_t seq;  /* AHEAD batches planned */
   uint32_t lseq; /* launches planned */
   struct {       /* the stream of each recent planned launch (exec.c: other_use) */

@@ -44,11 +44,7 @@
 # (pol_config_t.demand_budget), so demand pages as on a smaller device;
 # it moves nothing ahead, so the check is that it prefetched nothing and
 # paged (faults > 0; B_FAULTS=0: not asserted).  Before, the driver's
-# paging filled the whole 128M device.  predict_budget_demand_threads:
-# prog_launch_threads so (its threads' data often take turns, and then
-# nothing faults): before exec_launched made the side streams, a launch
-# whose plan moved nothing was never marked, another thread's eviction
-# of its chunks did not wait for it, and 2 threads went 8 MiB over.
+# paging filled the whole 128M device.
 # predict_budget_static_*: the same under VX_POLICY=static (its allocations
 # of VX_STATIC_MIN and more stay in host memory, read in place; the rest
 # pages so).

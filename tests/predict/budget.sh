@@ -28,7 +28,8 @@
 # A plan names the marks of earlier plans; before plans were issued one
 # thread at a time (tiers/exec.c, order_take), another thread's plan not
 # yet issued left them unrecorded, and 6 to 10 runs of 10 per limit went
-# one buffer over; now about 1 run in 250 still does (no fault, cause not
+# one buffer over; now about 1 run in 250 still does, 3 in 120 at 32M
+# on a loaded machine (no fault, cause not
 # found).  Whether data moves there depends on how the threads' runs
 # overlap (on a busy machine they may take turns, and then each thread's
 # buffers fit), so B_MOVES=0 leaves that check out.  P_SHARED=1: one

@@ -147,18 +147,19 @@ static int parse_timing_only(void) {
   return 0;
 }
 
-/* SIMCUDA_JITTER_US=N: 0..1000000 (0 or unset: none). */
-static int parse_jitter(void) {
-  const char *j = getenv("SIMCUDA_JITTER_US");
-  sim_g.jitter_us = 0;
+/* A count of real-time microseconds, 0..1000000, from `name` (0 or unset:
+ * none). */
+static int parse_us(const char *name, unsigned *out) {
+  const char *j = getenv(name);
+  *out = 0;
   if (!j || !*j) return 0;
   char *end;
   unsigned long v = strtoul(j, &end, 10);
   if (*end || end == j || v > 1000000) {
-    sim_log("simcuda: bad SIMCUDA_JITTER_US='%s' (microseconds, 0..1000000)", j);
+    sim_log("simcuda: bad %s='%s' (microseconds, 0..1000000)", name, j);
     return -EINVAL;
   }
-  sim_g.jitter_us = (unsigned)v;
+  *out = (unsigned)v;
   return 0;
 }
 
@@ -192,7 +193,8 @@ static void boot(void) {
   err |= env_num("SIMCUDA_LAUNCH_NS", VX_COST_LAUNCH_NS, &launch);
   err |= parse_reserve_env();
   err |= parse_timing_only();
-  err |= parse_jitter();
+  err |= parse_us("SIMCUDA_JITTER_US", &sim_g.jitter_us);
+  err |= parse_us("SIMCUDA_ALLOC_PAUSE_US", &sim_g.alloc_pause_us);
   err |= sim_driver_check(); /* SIMCUDA_DRIVER_VERSION */
   const char *f = getenv("SIMCUDA_FAIL");
   if (f && *f && sim_fail_parse(f) != 0) {

@@ -68,6 +68,9 @@ typedef struct sim_global {
    * random) before each operation, so that tests meet the orders a real
    * GPU's engines run streams in; 0 = none */
   unsigned jitter_us;
+  /* SIMCUDA_ALLOC_PAUSE_US: cuMemAlloc waits this long (real time) after
+   * the memory is taken, before it returns; 0 = none */
+  unsigned alloc_pause_us;
 } sim_global;
 
 extern sim_global sim_g;

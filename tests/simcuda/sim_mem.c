@@ -4,6 +4,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "sim_internal.h"
 
@@ -108,6 +109,11 @@ static CUresult native_alloc(CUdeviceptr *dptr, size_t size, sim_ctx *c) {
   d->native_bytes += span;
   sim_stat_gauges_locked(d);
   sim_unlock();
+  /* SIMCUDA_ALLOC_PAUSE_US: the memory is the device's from here, and the
+   * call has not returned yet (a real driver's allocation maps pages and
+   * takes the context's lock: it takes real time, and other threads run
+   * meanwhile).  A test widens that window with it. */
+  if (sim_g.alloc_pause_us) usleep(sim_g.alloc_pause_us);
   *dptr = a->base;
   return CUDA_SUCCESS;
 }

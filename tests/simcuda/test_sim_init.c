@@ -1,5 +1,6 @@
 /* test_sim_init.c: initialisation, devices, attributes, contexts, errors,
  * configuration parsing of the simulated driver. */
+#include <pthread.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -87,6 +88,43 @@ END_TEST
 START_TEST(jitter_beyond_a_second_refuses_init) {
   setenv("SIMCUDA_JITTER_US", "1000001", 1);
   ck_cu_is(cuInit(0), CUDA_ERROR_NO_DEVICE);
+}
+END_TEST
+
+START_TEST(bad_alloc_pause_refuses_init) {
+  setenv("SIMCUDA_ALLOC_PAUSE_US", "-1", 1);
+  ck_cu_is(cuInit(0), CUDA_ERROR_NO_DEVICE);
+}
+END_TEST
+
+/* SIMCUDA_ALLOC_PAUSE_US: the allocation's memory is taken before the
+ * pause, so another thread sees the device's occupancy grow while the
+ * call has not yet returned. */
+static int pause_done;
+static CUcontext pause_ctx;
+static void *pause_alloc(void *arg) {
+  CUdeviceptr *p = arg;
+  ck_cu(cuCtxSetCurrent(pause_ctx));
+  ck_cu(cuMemAlloc_v2(p, 4u << 20));
+  __atomic_store_n(&pause_done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+START_TEST(alloc_pause_holds_the_call_not_the_memory) {
+  setenv("SIMCUDA_ALLOC_PAUSE_US", "500000", 1);
+  pause_ctx = sim_test_setup("64M");
+  pthread_t t;
+  CUdeviceptr p = 0;
+  ck_assert_int_eq(pthread_create(&t, NULL, pause_alloc, &p), 0);
+  int seen = 0; /* the memory taken while the call has not returned */
+  while (!__atomic_load_n(&pause_done, __ATOMIC_ACQUIRE)) {
+    uint64_t used = sim_test_stats(0).device_used_bytes;
+    if (used >= (4u << 20) && !__atomic_load_n(&pause_done, __ATOMIC_ACQUIRE)) seen = 1;
+    usleep(1000);
+  }
+  pthread_join(t, NULL);
+  ck_assert_msg(seen, "the memory was not taken before the paused call returned");
+  ck_cu(cuMemFree_v2(p));
 }
 END_TEST
 
@@ -222,6 +260,8 @@ int main(void) {
   tcase_add_test(tc, bad_jitter_refuses_init);
   tcase_add_test(tc, jitter_beyond_a_second_refuses_init);
   tcase_add_test(tc, jitter_keeps_stream_order);
+  tcase_add_test(tc, bad_alloc_pause_refuses_init);
+  tcase_add_test(tc, alloc_pause_holds_the_call_not_the_memory);
   tcase_add_test(tc, no_context_errors);
   tcase_add_test(tc, primary_and_ordinary_contexts);
   tcase_add_test(tc, error_names_and_export_table);

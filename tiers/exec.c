@@ -678,6 +678,11 @@ int exec_native_claim(int dev, uint64_t bytes) {
   uint32_t newest = 0;
   order_take(d); /* the evictions wait for launches all marked */
   vx_mutex_lock(&d->lock, EX_RANK(d));
+  /* The policy is made here if this is the device's first allocation: the
+   * native bytes take the device from the driver's allocation on, and the
+   * hold must count them before exec_alloc tells the policy of them, or
+   * another thread's plan made in between fills their room. */
+  make_policy_locked(d, dev);
   uint64_t used = d->pol ? (uint64_t)pol_used(d->pol) << VX_CHUNK_SHIFT : 0;
   uint64_t going = (d->room.planned - d->room.taken) << VX_CHUNK_SHIFT;
   if (d->pol && native + used + going > lim && !b) {

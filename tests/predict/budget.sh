@@ -21,19 +21,22 @@
 # policy's back: every run also takes no fault (before: 55-80 faults, and
 # peaks of 54, 60 and 80 MiB).
 #
-# prog_launch_threads, 4 threads each launching on a stream of its own
-# over 3 buffers of 8 MiB, at 24/32/48M (B_LIMITS), is a measurement, not a
-# test of the gate:
-#   B_LIMITS="24 32 48" B_MOVES=0 P_PRELOAD=libvx.so budget.sh prog_launch_threads
-# A plan names the marks of earlier plans; before plans were issued one
-# thread at a time (tiers/exec.c, order_take), another thread's plan not
-# yet issued left them unrecorded, and 6 to 10 runs of 10 per limit went
-# one buffer over; now about 1 run in 250 still does, 3 in 120 at 32M
-# on a loaded machine (no fault, cause not
-# found).  Whether data moves there depends on how the threads' runs
-# overlap (on a busy machine they may take turns, and then each thread's
-# buffers fit), so B_MOVES=0 leaves that check out.  P_SHARED=1: one
-# buffer all threads read.
+# predict_budget_threads: prog_launch_threads, 4 threads each launching on
+# a stream of its own over 3 buffers of 8 MiB, at 24/32/48M.  A plan names
+# the marks of earlier plans; before plans were issued one thread at a
+# time (tiers/exec.c, order_take), another thread's plan not yet issued
+# left them unrecorded, and 6 to 10 runs of 10 per limit went one buffer
+# over.  Whether data moves there depends on how the threads' runs overlap
+# (on a busy machine they may take turns, and then each thread's buffers
+# fit), so B_MOVES=0 leaves that check out.  predict_budget_shared
+# (P_SHARED=1): one buffer all threads read.
+# predict_budget_first_native: the same with SIMCUDA_ALLOC_PAUSE_US, the
+# simulator's cuMemAlloc holding the call 200 ms after it took the memory:
+# the device's first allocation is native, and the threads plan meanwhile.
+# Before its hold was counted from the claim (tiers/exec.c,
+# exec_native_claim made no residency manager yet), every run went one
+# buffer over (without the pause, 1 run in about 250).
+# predict_budget_demand_threads: the same under VX_POLICY=demand.
 #
 # predict_budget_lag (--no-faults): prog_stream_lag, a buffer read by two
 # streams, one lagging behind a host function; its eviction waits for

@@ -463,12 +463,16 @@ static int unpin_due(const ex_alloc_t *e, const pol_plan_t *pl) {
          (e->uses - e->pin_uses >= e->nchunks || pol_plan_ups(pl, e->id, POL_AHEAD));
 }
 
-/* Whether planned launch `seq` was on `stream`: 1, 0, or -1 when it is
- * too old to know (its slot planned again since). */
+/* Whether planned launch `seq` was on `stream`: 1, 0, or -1 when that is
+ * not known.  Plans are issued in order (order_take), so every earlier
+ * launch that ran is marked by now with its stream (exec_launched); one
+ * not marked never ran (nothing to wait for), one whose slot was marked
+ * again since is too old. */
 static int planned_on(const ex_dev_t *d, uint32_t seq, uint64_t stream) {
+  const ex_side_t *x = __atomic_load_n(&d->side, __ATOMIC_ACQUIRE);
   unsigned slot = seq % EX_LRING;
-  if (d->plan_stream[slot].seq != seq) return -1;
-  return d->plan_stream[slot].stream == stream;
+  if (!x || __atomic_load_n(&x->lseq[slot], __ATOMIC_ACQUIRE) != seq) return -1;
+  return (uint64_t)(uintptr_t)x->lstream[slot] == stream;
 }
 
 /* Counts the launch's references and stamps its chunks with its number
@@ -483,8 +487,6 @@ static int planned_on(const ex_dev_t *d, uint32_t seq, uint64_t stream) {
 static int count_refs_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, uint32_t seq,
                              uint64_t stream, const pol_plan_t *pl, ex_pin_t *pin) {
   int np = 0;
-  d->plan_stream[seq % EX_LRING].seq = seq;
-  d->plan_stream[seq % EX_LRING].stream = stream;
   for (uint32_t k = 0; k < n; k++) {
     ex_alloc_t *e;
     HASH_FIND(hh, d->by_id, &r[k].alloc_id, sizeof r[k].alloc_id, e);
@@ -579,13 +581,12 @@ static void pin_to_host(int dev, const ex_pin_t *pin, int np, uint32_t group, ex
   if (x && group) ex_group_mark(x, group);
 }
 
-/* The planned launch this thread is about to enqueue (exec_launched), and
- * the device whose ORDER lock it holds until then. */
+/* The device whose ORDER lock this thread holds, and the planned launch
+ * on it the thread is about to enqueue (exec_launched; seq 0 = none). */
 typedef struct ex_pend {
-  ex_dev_t *d;
+  ex_dev_t *ordered;
   uint32_t seq;
   CUstream stream;
-  ex_dev_t *ordered;
 } ex_pend_t;
 static __thread ex_pend_t ex_pending;
 
@@ -770,7 +771,7 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
   if (!me) {
     order_release(); /* nothing planned: nothing for later plans to wait for */
   } else {
-    ex_pending.d = d, ex_pending.seq = me, ex_pending.stream = stream;
+    ex_pending.seq = me, ex_pending.stream = stream; /* on ex_pending.ordered, d */
   }
   count_use(dev, hits, missed);
   if (npin) pin_to_host(dev, pin, npin, pin_group, ex_side_get(d), stream);
@@ -795,7 +796,7 @@ void exec_launched(CUresult r) {
    * for.  (Unmarked, a later thread's eviction of its chunks waited for
    * that thread's own stream instead: prog_launch_threads under demand with
    * 2 threads went 8 MiB past the limit.) */
-  ex_side_t *x = p.d && r == CUDA_SUCCESS ? ex_side_get(p.d) : NULL;
+  ex_side_t *x = p.ordered && r == CUDA_SUCCESS ? ex_side_get(p.ordered) : NULL;
   /* Not marked, evictions wait for s (down_after): nothing ran */
   unsigned slot = p.seq % EX_LRING;
   if (r == CUDA_SUCCESS && x && VX_CALL(cuEventRecord, x->lev[slot], p.stream) == CUDA_SUCCESS) {

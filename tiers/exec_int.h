@@ -105,10 +105,6 @@ typedef struct ex_dev {
   int paging;    /* demand paging inside the budget: launches fault their chunks in */
   uint32_t seq;  /* AHEAD batches planned */
   uint32_t lseq; /* launches planned */
-  struct {       /* the stream of each recent planned launch (exec.c: other_use) */
-    uint32_t seq;
-    uint64_t stream;
-  } plan_stream[EX_LRING];
   ex_room_t room;
   ex_alloc_t *by_id;
   ex_side_t *side; /* atomic; created on first use */

@@ -21,7 +21,12 @@ struct ck {
    * and read over the link, until a prefetch moves it */
   uint8_t pressed, refaults, pinned;
   uint8_t hdir; /* this launch reaches it in host memory: 1 reads, 2 writes */
+  /* written back and not read since (WB_OUT); WB_LAUNCH: the launch being
+   * run reaches it and none of its ranges so far reads it */
+  uint8_t wb;
 };
+
+enum { WB_NONE = 0, WB_OUT, WB_LAUNCH };
 
 #define THRASH_PIN 8 /* tests/simcuda/sim_managed.c, SIM_THRASH_PIN */
 
@@ -186,10 +191,19 @@ static double evict(struct eng *e, uint32_t g, double at) {
     double start = ready > e->d2h_free ? ready : e->d2h_free;
     ready = e->d2h_free = start + xfer(e, b);
     e->res->bytes_down += b;
+    e->ck[g].wb = WB_OUT;
   }
   set_away_at(e, g, C_HOST, ready);
   e->res->evictions++;
   return ready;
+}
+
+/* A write-back no launch read: the chunk was freed, or wholly written
+ * again, before any launch read what went down (bytes_down_dead). */
+static void dead_writeback(struct eng *e, uint32_t g) {
+  if (e->ck[g].wb != WB_LAUNCH) return;
+  e->ck[g].wb = WB_NONE;
+  e->res->bytes_down_dead += ck_bytes(e, g);
 }
 
 /* libvx evicts with a prefetch to the host.  For a ReadMostly chunk that
@@ -475,8 +489,12 @@ static void on_free(struct eng *e, const rp_event_t *ev) {
     t = rp_max3(t, e->prio_free, e->compute_free);
     if (t > e->t_issue) e->t_issue = t;
   }
-  for (uint32_t i = 0; i < a->nchunks; i++)
-    set_away(e, (uint32_t)(a->base + i), C_DEAD);
+  for (uint32_t i = 0; i < a->nchunks; i++) {
+    uint32_t g = (uint32_t)(a->base + i);
+    if (e->ck[g].wb) e->ck[g].wb = WB_LAUNCH; /* freed unread */
+    dead_writeback(e, g);
+    set_away(e, g, C_DEAD);
+  }
   if (e->pol && pol_free(e->pol, a->id, (uint64_t)e->t_issue, &e->plan) > 0)
     for (uint32_t i = 0; i < e->plan.n; i++)
       if (e->plan.actions[i].op != POL_OP_DROP) e->res->writebacks_of_freed++;
@@ -578,10 +596,12 @@ static double gather(struct eng *e, const rp_event_t *ev, double t0, uint32_t *n
       uint32_t g = (uint32_t)(a->base + i);
       if (e->ck[g].stamp == e->stamp) { /* seen: another range may add a direction */
         if (e->ck[g].hdir) host_dir(e, g, rg->mode, host);
+        if (e->ck[g].wb == WB_LAUNCH && rg->mode != POL_ACCESS_WRITE) e->ck[g].wb = WB_NONE;
         continue;
       }
       e->ck[g].stamp = e->stamp;
       e->ck[g].hdir = 0;
+      if (e->ck[g].wb) e->ck[g].wb = rg->mode == POL_ACCESS_WRITE ? WB_LAUNCH : WB_NONE;
       *touched += ck_bytes(e, g);
       if (e->infinite || e->tier[d] == POL_TIER_DEVICE) continue;
       if (e->tier[d] == POL_TIER_HOST)
@@ -604,6 +624,7 @@ static void finish(struct eng *e, const rp_event_t *ev, double end) {
     const rp_alloc_t *a = &e->t->al[e->t->rg_alloc[ev->r0 + r]];
     for (uint64_t i = rg->first; i < (uint64_t)rg->first + rg->count && i < a->nchunks; i++) {
       uint32_t g = (uint32_t)(a->base + i);
+      dead_writeback(e, g); /* only written by this launch since it went down */
       e->ck[g].busy = end;
       if (rg->mode != POL_ACCESS_READ) e->ck[g].clean = 0;
       if (e->ck[g].loc == C_DEV) {

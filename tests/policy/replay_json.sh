@@ -27,6 +27,9 @@ printf '%s\n' "$out" | awk '
     if ($0 ~ /"policy":"bound"/) bt = t
     else if ($0 !~ /"policy":"infinite"/) { np++; tot[np] = t; line[np] = $0 }
     if ($0 ~ /"policy":"demand"/ && (g < -0.001 || g > 0.001)) { print "FAIL: demand share != 0: " $0; bad = 1 }
+    dd = num("bytes_down_dead")
+    if (dd < 0 || dd > d) { print "FAIL: bytes_down_dead outside 0..bytes_down: " $0; bad = 1 }
+    if ($0 ~ /"policy":"(infinite|bound)"/ && dd != 0) { print "FAIL: dead write-backs without evictions: " $0; bad = 1 }
     au = num("ahead_used"); aw = num("ahead_wasted")
     if (au < 0 || aw < 0) { print "FAIL: negative ahead counts: " $0; bad = 1 }
     if ($0 ~ /"policy":"(demand|static|infinite|bound)"/ && (au != 0 || aw != 0)) { print "FAIL: ahead counts of a policy that plans nothing ahead: " $0; bad = 1 }

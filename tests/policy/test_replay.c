@@ -116,6 +116,37 @@ START_TEST(demand_cost_by_hand) {
 }
 END_TEST
 
+/* bytes_down_dead: a write-back no launch reads before the chunk is freed
+ * or wholly written again.  Two chunks of room, demand paging: L3 writes
+ * C (2 chunks) and A and B go down (4 MiB); L4 reads A (its write-back
+ * was needed) and C's first chunk, the least recently used, goes down;
+ * B is freed unread (dead); L5 only writes C's first chunk (dead) and its
+ * second goes down, then C is freed (dead): 6 of the 8 MiB written back. */
+START_TEST(dead_writebacks_counted) {
+  begin(4 * MIB);
+  alloc(1, 2 * MIB);
+  alloc(2, 2 * MIB);
+  alloc(3, 4 * MIB);
+  launch(1, 1, 1, POL_ACCESS_WRITE, 1000000);
+  launch(2, 2, 1, POL_ACCESS_WRITE, 1000000);
+  launch(3, 3, 2, POL_ACCESS_WRITE, 1000000);
+  launch(4, 1, 1, POL_ACCESS_READ, 1000000);
+  rec(&(pol_trace_rec_t){.type = POL_TREC_FREE, .alloc_id = 2});
+  launch_at(5, 3, 0, 1, POL_ACCESS_WRITE, 1000000);
+  rec(&(pol_trace_rec_t){.type = POL_TREC_FREE, .alloc_id = 3});
+  rp_trace_t t;
+  rp_model_t m;
+  load_ms(&t, &m);
+  rp_result_t r;
+  ck_assert_int_eq(rp_run(&t, &m, "demand", &r), 0);
+  ck_assert_uint_eq(r.bytes_down, 8 * MIB);
+  ck_assert_uint_eq(r.bytes_down_dead, 6 * MIB);
+  ck_assert_int_eq(rp_run(&t, &m, "infinite", &r), 0);
+  ck_assert_uint_eq(r.bytes_down_dead, 0);
+  rp_trace_free(&t);
+}
+END_TEST
+
 /* vx replay --place live (issue 11): allocations placed as libvx places them.
  * Under demand, native while the device has room: A (2 chunks) is native
  * and never moves, B gets the one chunk left.  L1 and L3 use A: no stall;
@@ -976,6 +1007,7 @@ int main(void) {
   tcase_add_test(t, live_free_waits_for_the_device);
   tcase_add_test(t, live_once_reads_in_place);
   tcase_add_test(t, read_mostly_eviction_keeps_the_device_copy);
+  tcase_add_test(t, dead_writebacks_counted);
   tcase_add_test(t, faults_start_when_the_kernel_runs);
   tcase_add_test(t, live_native_alloc_evicts_managed);
   tcase_add_test(t, live_thrash_pins_to_host);

@@ -127,6 +127,7 @@ void lru_touch(pol_t *p, struct pol_chunk *c) {
 
 void chunk_set_resident(pol_t *p, struct pol_chunk *c) {
   if (c->loc == LOC_DEV) return;
+  c->victim = 0;
   if (c->loc == LOC_HOST && p->host_used) p->host_used--;
   c->dirty = 1; /* no copy elsewhere is known to be kept; a plan's prefetch clears it */
   c->loc = LOC_DEV;
@@ -136,6 +137,7 @@ void chunk_set_resident(pol_t *p, struct pol_chunk *c) {
 
 /* Moves a chunk off the device (to LOC_HOST/LOC_NVME) or forgets it (LOC_FRESH). */
 void chunk_set_away(pol_t *p, struct pol_chunk *c, int loc) {
+  if (c->ahead) p->inv--;
   c->ahead = 0;
   if (c->loc == LOC_DEV) {
     if (p->cursor == c) p->cursor = c->next;

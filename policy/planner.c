@@ -70,6 +70,38 @@ static struct pol_chunk *victim_far(pol_t *p, uint32_t j) {
   return NULL;
 }
 
+// ---- how far ahead ----
+
+/* Prefetching ahead pays only where the predictions hold.  Where they do
+ * not, each chunk brought up far ahead is a bet twice: on the chunk (wasted
+ * if evicted unused) and on its victim (MIN's choice, the furthest
+ * predicted use, fetched back REQUIRED when that prediction was wrong).
+ * On a link-bound job every lost bet is bytes on the critical path: the
+ * launch traces of real models at half their footprint (tests/traces,
+ * vx replay --place live) moved 1.1-1.5x what a shallow planner moves,
+ * where the clairvoyant planner loses nothing by going deep.  So the
+ * chunks brought up ahead and not used yet are limited, additive increase
+ * and multiplicative decrease as TCP's window: a prefetch used grows the
+ * limit by one chunk, a lost bet takes 1/POL_AHEAD_BACKOFF of it, down to
+ * POL_AHEAD_MIN; it starts at the capacity, where right predictions keep
+ * it (transformer-train: no bet lost).  moe.vxt 6.72 -> 5.05 s, bert
+ * 2.33 -> 2.31, llama 7.86 -> 7.16, mixtral 14.4 -> 12.9; a backoff of 4
+ * or 8 gained more on these but lost up to 4% on two-stream 2x. */
+static uint64_t ahead_limit(pol_t *p) {
+  if (!p->ahead_lim || p->ahead_lim > p->cap_chunks) p->ahead_lim = p->cap_chunks;
+  return p->ahead_lim;
+}
+
+static void ahead_lost(pol_t *p) {
+  uint64_t l = ahead_limit(p);
+  l -= l / POL_AHEAD_BACKOFF;
+  p->ahead_lim = l < POL_AHEAD_MIN ? POL_AHEAD_MIN : l;
+}
+
+static void ahead_won(pol_t *p) {
+  if (ahead_limit(p) < p->cap_chunks) p->ahead_lim++;
+}
+
 static int evict_tier(const pol_t *p) {
   if (p->cfg.host_capacity && (p->host_used + 1) * p->cfg.chunk_size > p->cfg.host_capacity)
     return POL_TIER_NVME;
@@ -81,7 +113,11 @@ static int evict(pol_t *p, struct pol_chunk *v, int when, pol_plan_t *plan) {
   int clean = !v->dirty && tier == POL_TIER_HOST;
   int r = plan_emit_f(plan, POL_OP_EVICT, when, tier, clean ? POL_ACT_CLEAN : 0, v);
   if (r < 0) return r;
-  if (v->ahead) p->st.ahead_wasted++; /* chunk_set_away clears the flag */
+  if (v->ahead) {
+    p->st.ahead_wasted++;
+    ahead_lost(p);
+  }
+  /* chunk_set_away clears the flag and counts it out of p->inv */
   chunk_set_away(p, v, tier == POL_TIER_NVME ? LOC_NVME : LOC_HOST);
   p->st.chunks_evicted++;
   return 0;
@@ -258,6 +294,10 @@ static int require_chunk(pol_t *p, const pol_launch_t *l, uint32_t mode, struct 
   if (plan_emit_f(plan, POL_OP_PREFETCH, POL_REQUIRED, 0, nodata ? POL_ACT_NODATA : 0, c) < 0)
     return -ENOSPC;
   int from_host = c->loc == LOC_HOST;
+  if (c->victim) { /* the prediction that let it go was wrong */
+    p->st.victims_back++;
+    ahead_lost(p);
+  }
   chunk_set_resident(p, c);
   c->dirty = (uint8_t)(nodata || !from_host); /* a host copy the executor may keep */
   p->st.chunks_required++;
@@ -292,7 +332,11 @@ static int required(pol_t *p, const pol_launch_t *l, uint64_t m, pol_plan_t *pla
         if (r > 0) continue;
       }
       if (mode != POL_ACCESS_READ) c->dirty = 1; /* this launch writes it */
-      if (c->ahead) p->st.ahead_used++;
+      if (c->ahead) {
+        p->st.ahead_used++;
+        p->inv--;
+        ahead_won(p);
+      }
       c->ahead = 0;
       c->last_use = p->seq;
       lru_touch(p, c);
@@ -473,6 +517,10 @@ static int ahead(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
       continue;
     }
     if (stuck) continue;
+    if (p->inv >= ahead_limit(p)) { /* as far ahead as the bets pay */
+      stuck = 1;
+      continue;
+    }
     if (p->used + reserved >= p->cap_chunks) {
       struct pol_chunk *v = victim_min(p, &s, x->j, NULL);
       if (!v && x->j < POL_REPLAN_EVERY) {
@@ -485,6 +533,7 @@ static int ahead(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
       }
       r = evict(p, v, POL_AHEAD, plan);
       if (r < 0) break;
+      v->victim = 1; /* a bet on its predicted use (ahead_lost) */
     }
     if (plan_emit(plan, POL_OP_PREFETCH, POL_AHEAD, 0, x->c) < 0) {
       r = -ENOSPC;
@@ -494,6 +543,7 @@ static int ahead(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
     chunk_set_resident(p, x->c);
     x->c->dirty = (uint8_t)!from_host;
     x->c->ahead = 1;
+    p->inv++;
     pass_add(&s, x->c);
     p->st.chunks_ahead++;
   }

@@ -13,6 +13,8 @@
 #define POL_REPLAN_EVERY 4   /* launches on a predicted track between full plans */
 #define POL_REPLAN_QUIET 64  /* the same after a full plan that moved nothing */
 #define POL_WINDOW_FACTOR 4  /* the window ranks up to this many capacities of chunks */
+#define POL_AHEAD_BACKOFF 16 /* a lost bet takes this fraction of the ahead limit */
+#define POL_AHEAD_MIN 8      /* chunks the ahead limit never goes under */
 #define POL_ROOM_FAR 2       /* room-only victims: next use >= window / this past the want */
 #define POL_DEATH_SLOTS 1024 /* names whose last death is remembered (a table, not a list) */
 
@@ -32,7 +34,7 @@ struct pol_chunk {
   uint8_t loc;       /* LOC_* as the policy believes */
   uint8_t dirty;     /* resident and not known to match a copy elsewhere (see POL_ACT_CLEAN) */
   uint8_t ahead;     /* brought up ahead of need and not used since */
-  uint8_t pad;
+  uint8_t victim;    /* evicted ahead for a prefetch, not back since */
 };
 
 /* One live allocation. */
@@ -89,6 +91,8 @@ struct pol {
   uint64_t cap_chunks;
   uint64_t mark_chunks; /* watermark in chunks */
   uint64_t used;        /* chunks believed resident */
+  uint64_t inv;         /* of those, brought up ahead and not used yet (pol_chunk.ahead) */
+  uint64_t ahead_lim;   /* most such chunks (planner.c, ahead_limit); 0 = not set yet */
   uint64_t host_used;   /* chunks on the host tier */
   uint64_t native_bytes;
   uint64_t native_peak; /* the most native_bytes has been: the room native memory takes */

@@ -241,6 +241,7 @@ int pol_set_future(pol_t *p, pol_future_fn fn, void *ctx) {
 void pol_get_stats(const pol_t *p, pol_stats_t *out) {
   *out = p->st;
   out->resident = p->used;
+  out->ahead_limit = p->ahead_lim && p->ahead_lim < p->cap_chunks ? p->ahead_lim : p->cap_chunks;
 }
 
 int pol_make_room(pol_t *p, uint64_t bytes, pol_plan_t *plan) {

@@ -35,7 +35,9 @@ typedef struct pol_config {
   uint64_t capacity;          /* device bytes the policy may fill with managed chunks (> 0) */
   uint64_t chunk_size;        /* power of two, 64 KiB..1 GiB; 0 = 2 MiB */
   uint32_t prefetch_distance; /* most launches looked ahead; 0 = as far as capacity allows
-                               * (bounded by one learned period and 4096 launches) */
+                               * (bounded by one learned period and 4096 launches; the
+                               * chunks held brought up ahead, unused, by a limit learned
+                               * from lost bets: planner.c, ahead_limit) */
   uint32_t evict_watermark;   /* percent 1..100; above it, chunks with no predicted use are
                                * pushed down ahead of need; 0 = 100 */
   uint64_t static_min;        /* POL_STATIC: allocations >= this go to host if they do not
@@ -236,6 +238,8 @@ typedef struct pol_stats {
   uint64_t chunks_ahead;     /* AHEAD prefetches planned */
   uint64_t ahead_used;       /* of those, used by a launch while still resident */
   uint64_t ahead_wasted;     /* of those, evicted before any launch used them */
+  uint64_t victims_back;     /* chunks evicted ahead for a prefetch, fetched back REQUIRED */
+  uint64_t ahead_limit;      /* chunks the planner may hold brought up ahead, unused (now) */
   uint64_t chunks_evicted;   /* EVICT actions' chunks */
   uint64_t chunks_dropped;   /* DROP actions' chunks */
   uint64_t advised;          /* ADVISE_READ_MOSTLY actions */

@@ -99,6 +99,9 @@ typedef struct rp_result {
   /* planner policies: chunks brought up ahead of need that a launch then
    * used, and those evicted before any did (a misprediction's cost) */
   uint64_t ahead_used, ahead_wasted;
+  /* chunks a prefetch's eviction let go that came back REQUIRED (a wrong
+   * prediction of the victim's next use: ahead_limit in policy/planner.c) */
+  uint64_t victims_back;
   /* bytes written back that no launch read before the chunk was freed or
    * wholly written again: write-back only a discard of dead data saves */
   uint64_t bytes_down_dead;

@@ -843,6 +843,7 @@ static void teardown(struct eng *e) {
     pol_get_stats(e->pol, &s);
     e->res->ahead_used = s.ahead_used;
     e->res->ahead_wasted = s.ahead_wasted;
+    e->res->victims_back = s.victims_back;
   }
   pol_destroy(e->pol);
   free(e->ck);

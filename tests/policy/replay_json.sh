@@ -34,6 +34,9 @@ printf '%s\n' "$out" | awk '
     if (au < 0 || aw < 0) { print "FAIL: negative ahead counts: " $0; bad = 1 }
     if ($0 ~ /"policy":"(demand|static|infinite|bound)"/ && (au != 0 || aw != 0)) { print "FAIL: ahead counts of a policy that plans nothing ahead: " $0; bad = 1 }
     if ($0 ~ /"policy":"predict"/ && au == 0) { print "FAIL: predict used nothing it brought up ahead: " $0; bad = 1 }
+    vb = num("victims_back")
+    if (vb < 0) { print "FAIL: negative victims_back: " $0; bad = 1 }
+    if ($0 ~ /"policy":"(demand|static|infinite|bound)"/ && vb != 0) { print "FAIL: victims_back of a policy that evicts nothing ahead: " $0; bad = 1 }
     if ($0 ~ /"policy":"predict"/) pt = t
     if ($0 ~ /"policy":"demand"/) dt = t
   }

@@ -105,6 +105,44 @@ START_TEST(ahead_prefetches_evicted_unused_count_as_wasted) {
 }
 END_TEST
 
+/* How far ahead the planner goes (pol_stats_t.ahead_limit): as far as
+ * the capacity while its bets come true; a wrong prediction (chunks
+ * brought up ahead, pressed out unused by an allocation no history
+ * announced) takes a share of the limit, and prefetches used give it back. */
+START_TEST(ahead_limit_backs_off_on_lost_bets) {
+  struct loop L;
+  pol_stats_t st;
+  fx_init(&F, POL_PREDICT, 24);
+  loop_init(&F, &L, 8, 4, 2, 100, 1);
+  for (int it = 0; it < 4; it++)
+    loop_iter(&F, &L);
+  pol_get_stats(F.p, &st);
+  ck_assert_uint_gt(st.ahead_used, 0);
+  ck_assert_uint_eq(st.ahead_limit, 24); /* right so far: as deep as the capacity */
+  uint64_t act[8], wasted = st.ahead_wasted;
+  for (uint32_t l = 0; l < L.layers; l++) {
+    loop_forward(&F, &L, l, act);
+    pol_get_stats(F.p, &st);
+    if (st.chunks_ahead > st.ahead_used + st.ahead_wasted) break;
+  }
+  fx_alloc(&F, 60, 24); /* the whole device, written by a kernel never seen */
+  pol_range_t r = {.alloc_id = 60, .count = 24, .mode = POL_ACCESS_WRITE};
+  fx_launch(&F, 7, 1, &r, 1);
+  fx_free(&F, 60);
+  pol_get_stats(F.p, &st);
+  ck_assert_uint_gt(st.ahead_wasted, wasted);
+  ck_assert_uint_lt(st.ahead_limit, 24);
+  ck_assert_uint_ge(st.ahead_limit, 8); /* never under POL_AHEAD_MIN */
+  uint64_t low = st.ahead_limit, used = st.ahead_used;
+  for (int it = 0; it < 4; it++)
+    loop_iter(&F, &L);
+  pol_get_stats(F.p, &st);
+  ck_assert_uint_gt(st.ahead_used, used);
+  ck_assert_uint_gt(st.ahead_limit, low); /* bets won again: deeper again */
+  fx_fini(&F);
+}
+END_TEST
+
 START_TEST(demand_learns_nothing) {
   struct loop L;
   fx_init(&F, POL_DEMAND, 24);
@@ -937,6 +975,7 @@ int main(void) {
   tcase_set_timeout(t, 60);
   tcase_add_test(t, periodic_learned_in_one_iteration);
   tcase_add_test(t, ahead_prefetches_evicted_unused_count_as_wasted);
+  tcase_add_test(t, ahead_limit_backs_off_on_lost_bets);
   tcase_add_test(t, demand_learns_nothing);
   tcase_add_test(t, phase_change_recovered);
   tcase_add_test(t, two_streams_interleaved);

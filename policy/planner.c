@@ -5,6 +5,12 @@
 
 #include "pol_internal.h"
 
+/* 1 if a's chunks are the planner's to move: managed, not kept in host
+ * memory by the executor (pol_pin). */
+static int movable(const struct pol_arec *a) {
+  return a && a->tier == POL_TIER_MANAGED && !a->pinned;
+}
+
 // ---- deaths ----
 
 void planner_note_free(pol_t *p, const struct pol_arec *a) {
@@ -194,7 +200,8 @@ static uint64_t walk_launch(pol_t *p, const struct fut_launch *fl, uint32_t j) {
   uint64_t added = 0;
   for (uint32_t i = 0; i < fl->n; i++) {
     const struct fut_rng *r = &fl->r[i];
-    if (!r->a) { /* not allocated yet: nothing to move, room to keep */
+    if (r->a && r->a->pinned) continue; /* read over the link: no room, no move */
+    if (!r->a) {                        /* not allocated yet: nothing to move, room to keep */
       added += want_room(p, r, j);
       continue;
     }
@@ -253,7 +260,7 @@ static uint64_t stamp_current(pol_t *p, const pol_launch_t *l) {
   uint64_t n = 0;
   for (uint32_t i = 0; i < l->nranges; i++) {
     struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
-    if (!a || a->tier != POL_TIER_MANAGED) continue;
+    if (!movable(a)) continue;
     uint32_t end = l->ranges[i].first + l->ranges[i].count;
     if (end > a->nchunks || end < l->ranges[i].first) end = a->nchunks;
     for (uint32_t k = l->ranges[i].first; k < end; k++) {
@@ -318,7 +325,7 @@ static int required(pol_t *p, const pol_launch_t *l, uint64_t m, pol_plan_t *pla
   }
   for (uint32_t i = 0; i < l->nranges; i++) {
     struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
-    if (!a || a->tier != POL_TIER_MANAGED) continue;
+    if (!movable(a)) continue;
     a->use_seq = p->seq;
     uint32_t mode = l->ranges[i].mode;
     uint32_t end = l->ranges[i].first + l->ranges[i].count;
@@ -350,7 +357,7 @@ static int required(pol_t *p, const pol_launch_t *l, uint64_t m, pol_plan_t *pla
 static int advise(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
   for (uint32_t i = 0; i < l->nranges; i++) {
     struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
-    if (!a || a->tier != POL_TIER_MANAGED) continue;
+    if (!movable(a)) continue;
     note_use(a, l->ranges[i].mode);
     if (p->cfg.read_mostly && !a->advised && !a->written && a->reads >= 2) {
       if (plan_emit_alloc(plan, POL_OP_ADVISE_READ_MOSTLY, POL_AHEAD, a) < 0) return -ENOSPC;
@@ -366,7 +373,7 @@ static int advise(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
 int planner_light(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
   for (uint32_t i = 0; i < l->nranges; i++) {
     struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
-    if (!a || a->tier != POL_TIER_MANAGED) continue;
+    if (!movable(a)) continue;
     uint32_t end = l->ranges[i].first + l->ranges[i].count;
     if (end > a->nchunks || end < l->ranges[i].first) end = a->nchunks;
     for (uint32_t k = l->ranges[i].first; k < end; k++)
@@ -419,7 +426,7 @@ static void pass_add(struct passed *s, const struct pol_chunk *c) {
 static void pass_current(pol_t *p, const pol_launch_t *l, struct passed *s) {
   for (uint32_t i = 0; i < l->nranges; i++) {
     struct pol_arec *a = pol_find(p, l->ranges[i].alloc_id);
-    if (!a || a->tier != POL_TIER_MANAGED) continue;
+    if (!movable(a)) continue;
     for (uint32_t k = l->ranges[i].first;
          k < a->nchunks && k - l->ranges[i].first < l->ranges[i].count; k++)
       if (a->chunks[k].loc == LOC_DEV) pass_add(s, &a->chunks[k]);

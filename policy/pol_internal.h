@@ -47,6 +47,7 @@ struct pol_arec {
   uint8_t used;        /* has been touched by a launch */
   uint8_t written;     /* written (or unknown mode) after the initialising launch */
   uint8_t advised;     /* ReadMostly advice given */
+  uint8_t pinned;      /* kept in host memory by the executor (pol_pin): nothing planned */
   uint64_t born, last; /* predictor: launches of its first and last use (0 = none) */
   uint64_t use_seq;    /* planner: the last launch that used it (0 = none) */
   struct pol_chunk *chunks;

@@ -231,6 +231,17 @@ int pol_chunk_state(pol_t *p, uint64_t alloc_id, uint32_t first, uint32_t count,
   return 0;
 }
 
+int pol_pin(pol_t *p, uint64_t alloc_id, int pinned) {
+  struct pol_arec *a = p ? pol_find(p, alloc_id) : NULL;
+  if (!a) return -ENOENT;
+  if (a->tier != POL_TIER_MANAGED) return -EINVAL;
+  a->pinned = pinned != 0;
+  if (a->pinned)
+    for (uint32_t i = 0; i < a->nchunks; i++)
+      if (a->chunks[i].loc == LOC_DEV) chunk_set_away(p, &a->chunks[i], LOC_HOST);
+  return 0;
+}
+
 int pol_set_future(pol_t *p, pol_future_fn fn, void *ctx) {
   if (!p || p->cfg.kind != POL_ORACLE) return -EINVAL;
   p->fut_fn = fn;

@@ -221,6 +221,18 @@ uint64_t pol_plan_resident(const pol_plan_t *plan, uint64_t alloc_id);
  * range outside the allocation. */
 int pol_chunk_state(pol_t *p, uint64_t alloc_id, uint32_t first, uint32_t count, int state);
 
+/* The executor keeps managed allocation alloc_id in host memory, its
+ * kernels reading it over the link (pinned = 1), or moves it again (0).
+ * While pinned its chunks count as on the host and plans neither bring
+ * them up nor evict them, nor keep room for its predicted uses; the
+ * history still records its uses, so the launch sequence keeps its keys.
+ * (Planned anyway, an executor drops those prefetches: each plan of a
+ * launch near one re-planned them, a full plan at every launch, and they
+ * filled the plan's actions before the predictions that would stand.)
+ * Returns 0, -ENOENT for an unknown allocation, -EINVAL if it is not
+ * managed memory. */
+int pol_pin(pol_t *p, uint64_t alloc_id, int pinned);
+
 /* POL_ORACLE only: the launch k launches after the one being planned (k >= 1).
  * Writes *out (ranges must stay valid until the next call) and returns 1, or
  * returns 0 when there is none. */

@@ -444,7 +444,8 @@ typedef struct ex_pin {
   CUdeviceptr base;
   size_t size;
   uint32_t nchunks;
-  int unpin; /* undo an EX_PIN_ONCE */
+  int unpin;    /* undo an EX_PIN_ONCE */
+  int for_good; /* EX_PIN_THRASH: the policy plans nothing for it from now on (pol_pin) */
 } ex_pin_t;
 
 /* e->uses counts this launch's references already. */
@@ -511,6 +512,7 @@ static int count_refs_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, uint
       pin[np++] = x;
     } else if (pin_due(e)) {
       e->pinned = EX_PIN_THRASH;
+      x.for_good = 1;
       pin[np++] = x;
     }
   }
@@ -531,6 +533,9 @@ static uint32_t pin_room_locked(ex_dev_t *d, const pol_plan_t *pl, const ex_pin_
     if (pin[i].unpin) continue;
     planned += pol_plan_resident(pl, pin[i].id);
     pol_chunk_state(d->pol, pin[i].id, 0, pin[i].nchunks, POL_STATE_HOST);
+    /* A pin for one use stays in the plans: a plan that brings it up
+     * ahead is what ends it (unpin_due). */
+    if (pin[i].for_good) pol_pin(d->pol, pin[i].id, 1);
   }
   uint64_t freed = pol_room(d->pol) - before;
   if (freed <= planned) return 0;

@@ -662,6 +662,7 @@ static void live_pins(struct eng *e, const rp_event_t *ev, double T) {
         2 * e->uses[d] >= 3 * e->ups[d])
       continue;
     pin_to_host(e, d, T);
+    pol_pin(e->pol, a->id, 1);
   }
 }
 

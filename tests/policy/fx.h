@@ -19,6 +19,7 @@ struct fx {
   uint8_t res[FX_IDS][FX_CHUNKS];
   uint8_t data[FX_IDS][FX_CHUNKS]; /* touched at least once: has contents */
   uint8_t live[FX_IDS];
+  uint8_t pinned[FX_IDS]; /* kept in host memory (pol_pin): no action may name it */
   uint32_t nchunks[FX_IDS];
   uint64_t now;
   int faults; /* the policy leaves misses to the driver: fault them in (LRU-less, first found) */
@@ -56,6 +57,7 @@ static inline void fx_alloc(struct fx *f, uint64_t id, uint32_t chunks) {
       pol_alloc(f->p, id, 0x100000000ull + id * 0x10000000ull, (uint64_t)chunks << 21, 0, f->now++),
       POL_TIER_MANAGED);
   f->live[id] = 1;
+  f->pinned[id] = 0;
   f->nchunks[id] = chunks;
   memset(f->res[id], 0, sizeof f->res[id]);
   memset(f->data[id], 0, sizeof f->data[id]);
@@ -80,6 +82,16 @@ static inline void fx_free(struct fx *f, uint64_t id) {
   memset(f->res[id], 0, sizeof f->res[id]);
 }
 
+/* The executor keeps allocation id in host memory (pinned) or moves it again. */
+static inline void fx_pin(struct fx *f, uint64_t id, int pinned) {
+  ck_assert_int_eq(pol_pin(f->p, id, pinned), 0);
+  f->pinned[id] = (uint8_t)(pinned != 0);
+  for (uint32_t i = 0; pinned && i < f->nchunks[id]; i++) {
+    f->resident -= f->res[id][i];
+    f->res[id][i] = 0;
+  }
+}
+
 static inline int fx_in(const pol_launch_t *l, uint64_t id, uint32_t idx) {
   for (uint32_t i = 0; i < l->nranges; i++)
     if (l->ranges[i].alloc_id == id && idx >= l->ranges[i].first &&
@@ -99,6 +111,8 @@ static inline void fx_apply(struct fx *f, const pol_launch_t *l, int n) {
     else
       ck_assert_msg(!seen_ahead, "a REQUIRED action after an AHEAD one");
     if (a->op == POL_OP_ADVISE_READ_MOSTLY) continue;
+    ck_assert_msg(!f->pinned[a->alloc_id], "a plan moves allocation %llu, pinned to the host",
+                  (unsigned long long)a->alloc_id);
     ck_assert_uint_le((uint64_t)a->index + a->count, f->nchunks[a->alloc_id]);
     for (uint32_t k = a->index; k < a->index + a->count; k++) {
       uint8_t *r = &f->res[a->alloc_id][k];
@@ -163,7 +177,7 @@ static inline int fx_launch(struct fx *f, uint64_t kernel, uint64_t stream, cons
   for (uint32_t i = 0; i < nr; i++)
     need += r[i].count;
   for (uint32_t i = 0; i < nr && need <= f->cap; i++)
-    for (uint32_t k = r[i].first; k < r[i].first + r[i].count; k++)
+    for (uint32_t k = r[i].first; k < r[i].first + r[i].count && !f->pinned[r[i].alloc_id]; k++)
       ck_assert_msg(f->res[r[i].alloc_id][k], "a chunk of the launch is not resident");
   for (uint32_t i = 0; i < nr; i++)
     for (uint32_t k = r[i].first; k < r[i].first + r[i].count; k++)

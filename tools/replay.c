@@ -14,7 +14,7 @@
 struct opts {
   const char *trace, *synth, *policies, *save;
   int json, live_place;
-  uint32_t watermark;
+  uint32_t watermark, distance;
   uint64_t capacity, chunk;
   double link_gbps, dev_gbps, fault_us;
 };
@@ -24,7 +24,7 @@ static int usage(FILE *f) {
           "usage: vx replay TRACE|--synth NAME[,key=value...] [--policy a,b,...] [--json]\n"
           "                 [--capacity S] [--link-gbps G] [--fault-us U] [--dev-gbps G] "
           "[--chunk S] [--save FILE]\n"
-          "                 [--place live|recorded|movable] [--watermark P]\n"
+          "                 [--place live|recorded|movable] [--watermark P] [--distance N]\n"
           "policies: demand deepum static predict clairvoyant bound infinite (default: all)\n"
           "  clairvoyant: vx's planner given the true future (a reference, not a bound;\n"
           "  'oracle' is accepted for it); bound: a lower bound on every policy's time\n"
@@ -41,7 +41,9 @@ static int usage(FILE *f) {
           "  native where the trace's ALLOC says so (a VX_TRACE records libvx's placement)\n"
           "--watermark P: the planner pushes chunks down ahead of need above P%% of the\n"
           "  capacity (1-100; default 100, or VX_EVICT_WATERMARK's default with --place live\n"
-          "  or recorded)\n");
+          "  or recorded)\n"
+          "--distance N: the planner looks at most N launches ahead (VX_PREFETCH_DISTANCE;\n"
+          "  1-4096; default 0 = as far as capacity and the predictions that come true allow)\n");
   return f == stdout ? 0 : 2;
 }
 
@@ -80,6 +82,11 @@ static int parse_args(int argc, char **argv, struct opts *o) {
       unsigned long w = strtoul(v, &end, 10);
       o->watermark = (uint32_t)w;
       r = end != v && !*end && w >= 1 && w <= 100 ? 0 : -EINVAL;
+    } else if (!strcmp(a, "--distance")) {
+      char *end;
+      unsigned long n = strtoul(v, &end, 10);
+      o->distance = (uint32_t)n;
+      r = end != v && !*end && v[0] != '-' && n >= 1 && n <= 4096 ? 0 : -EINVAL;
     } else if (!strcmp(a, "--chunk")) {
       r = rp_parse_size(v, &o->chunk);
       r = r ? r : (o->chunk & (o->chunk - 1)) || o->chunk < (64u << 10) ? -EINVAL : 0;
@@ -234,6 +241,7 @@ int vx_cmd_replay(int argc, char **argv) {
   if (o.fault_us) m.fault_ns = o.fault_us * 1e3;
   m.live_place = o.live_place;
   m.watermark = o.watermark;
+  m.distance = o.distance;
   r = m.capacity >= t.chunk ? run_all(&o, &t, &m, names, n) : -EINVAL;
   if (r == -EINVAL)
     fprintf(stderr, "vx replay: capacity below one chunk\n");

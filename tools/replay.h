@@ -76,6 +76,7 @@ typedef struct rp_model {
   int read_mostly;      /* 1: the planner advises ReadMostly (pol_config_t.read_mostly) */
   uint32_t watermark;   /* the planner's evict watermark in percent; 0 = 100, or
                          * libvx's under live_place */
+  uint32_t distance;    /* pol_config_t.prefetch_distance (VX_PREFETCH_DISTANCE); 0 = none */
 } rp_model_t;
 
 void rp_model_default(rp_model_t *m, uint64_t capacity);

@@ -831,6 +831,7 @@ static int setup(struct eng *e, const rp_trace_t *t, const rp_model_t *m, const 
   c.chunk_size = t->chunk;
   if (m->live_place) c.evict_watermark = LIVE_EVICT_WATERMARK; /* as libvx configures it */
   if (m->watermark) c.evict_watermark = m->watermark;
+  c.prefetch_distance = m->distance;
   c.read_mostly = (uint32_t)m->read_mostly;
   int r = pol_create(&c, &e->pol);
   if (!r && kind == POL_ORACLE) r = pol_set_future(e->pol, future, e);

@@ -67,6 +67,17 @@ l1=$("$vx" replay --synth moe,oversub=2 --place live --policy predict --watermar
 l2=$("$vx" replay --synth moe,oversub=2 --place live --policy predict --watermark 50 --json)
 [ "$l0" = "$l1" ] || { echo "FAIL: --place live's default watermark is not 95: $l0 / $l1"; exit 1; }
 [ "$l0" != "$l2" ] || { echo "FAIL: --watermark 50 changed nothing under --place live"; exit 1; }
+# --distance N: VX_PREFETCH_DISTANCE in the model, 1-4096; 4096 is the
+# planner's own horizon, so it changes nothing; 1 changes predict's plan.
+for n in 0 4097 x -1 2x; do
+  if "$vx" replay --synth cnn,iters=2 --distance "$n" 2>/dev/null; then
+    echo "FAIL: --distance $n accepted"; exit 1
+  fi
+done
+d1=$("$vx" replay --synth moe,oversub=2 --place live --policy predict --distance 4096 --json)
+d2=$("$vx" replay --synth moe,oversub=2 --place live --policy predict --distance 1 --json)
+[ "$l0" = "$d1" ] || { echo "FAIL: --distance 4096 changed the plan: $l0 / $d1"; exit 1; }
+[ "$l0" != "$d2" ] || { echo "FAIL: --distance 1 changed nothing"; exit 1; }
 # --place recorded follows the trace's ALLOC flags: a synthetic trace has
 # none, so everything is managed and the result differs from --place live
 # (which keeps some allocations native) and from movable (no live stack).

@@ -53,6 +53,24 @@ static void loop_iter(struct fx *f, struct loop *L) {
 
 static struct fx F;
 
+/* Runs the next iteration's forward layers by hand until some chunks
+ * brought up ahead wait for their use and returns the counters then; then
+ * presses those chunks out: allocation `id`, the whole device, written by
+ * a kernel never seen, which no history announced. */
+static pol_stats_t press_out_ahead(struct loop *L, uint64_t id) {
+  pol_stats_t st;
+  uint64_t act[8];
+  for (uint32_t l = 0; l < L->layers; l++) {
+    loop_forward(&F, L, l, act);
+    pol_get_stats(F.p, &st);
+    if (st.chunks_ahead > st.ahead_used + st.ahead_wasted) break;
+  }
+  fx_alloc(&F, id, 24);
+  pol_range_t r = {.alloc_id = id, .count = 24, .mode = POL_ACCESS_WRITE};
+  fx_launch(&F, 7, 1, &r, 1);
+  return st;
+}
+
 START_TEST(periodic_learned_in_one_iteration) {
   struct loop L;
   fx_init(&F, POL_PREDICT, 24); /* footprint 8*4 + 8*2 = 48 chunks: half fits */
@@ -84,19 +102,8 @@ START_TEST(ahead_prefetches_evicted_unused_count_as_wasted) {
   loop_init(&F, &L, 8, 4, 2, 100, 1);
   for (int it = 0; it < 3; it++)
     loop_iter(&F, &L);
-  /* the next iteration's forward layers by hand, until some chunks brought
-   * up ahead wait for their use */
-  pol_stats_t before, after;
-  uint64_t act[8];
-  for (uint32_t l = 0; l < L.layers; l++) {
-    loop_forward(&F, &L, l, act);
-    pol_get_stats(F.p, &before);
-    if (before.chunks_ahead > before.ahead_used + before.ahead_wasted) break;
-  }
+  pol_stats_t before = press_out_ahead(&L, 60), after;
   ck_assert_uint_gt(before.chunks_ahead, before.ahead_used + before.ahead_wasted);
-  fx_alloc(&F, 60, 24); /* the whole device, written by a kernel never seen */
-  pol_range_t r = {.alloc_id = 60, .count = 24, .mode = POL_ACCESS_WRITE};
-  fx_launch(&F, 7, 1, &r, 1);
   pol_get_stats(F.p, &after);
   ck_assert_uint_gt(after.ahead_wasted, before.ahead_wasted);
   ck_assert_uint_eq(after.ahead_used, before.ahead_used);
@@ -153,15 +160,8 @@ START_TEST(ahead_limit_backs_off_on_lost_bets) {
   pol_get_stats(F.p, &st);
   ck_assert_uint_gt(st.ahead_used, 0);
   ck_assert_uint_eq(st.ahead_limit, 24); /* right so far: as deep as the capacity */
-  uint64_t act[8], wasted = st.ahead_wasted;
-  for (uint32_t l = 0; l < L.layers; l++) {
-    loop_forward(&F, &L, l, act);
-    pol_get_stats(F.p, &st);
-    if (st.chunks_ahead > st.ahead_used + st.ahead_wasted) break;
-  }
-  fx_alloc(&F, 60, 24); /* the whole device, written by a kernel never seen */
-  pol_range_t r = {.alloc_id = 60, .count = 24, .mode = POL_ACCESS_WRITE};
-  fx_launch(&F, 7, 1, &r, 1);
+  uint64_t wasted = st.ahead_wasted;
+  press_out_ahead(&L, 60);
   fx_free(&F, 60);
   pol_get_stats(F.p, &st);
   ck_assert_uint_gt(st.ahead_wasted, wasted);

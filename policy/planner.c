@@ -93,19 +93,19 @@ static struct pol_chunk *victim_far(pol_t *p, uint32_t j) {
  * it (transformer-train: no bet lost).  moe.vxt 6.72 -> 5.05 s, bert
  * 2.33 -> 2.31, llama 7.86 -> 7.16, mixtral 14.4 -> 12.9; a backoff of 4
  * or 8 gained more on these but lost up to 4% on two-stream 2x. */
-static uint64_t ahead_limit(pol_t *p) {
-  if (!p->ahead_lim || p->ahead_lim > p->cap_chunks) p->ahead_lim = p->cap_chunks;
-  return p->ahead_lim;
+uint64_t planner_ahead_limit(const pol_t *p) {
+  return p->ahead_lim < p->cap_chunks ? p->ahead_lim : p->cap_chunks;
 }
 
 static void ahead_lost(pol_t *p) {
-  uint64_t l = ahead_limit(p);
+  uint64_t l = planner_ahead_limit(p);
   l -= l / POL_AHEAD_BACKOFF;
   p->ahead_lim = l < POL_AHEAD_MIN ? POL_AHEAD_MIN : l;
 }
 
 static void ahead_won(pol_t *p) {
-  if (ahead_limit(p) < p->cap_chunks) p->ahead_lim++;
+  uint64_t l = planner_ahead_limit(p);
+  if (l < p->cap_chunks) p->ahead_lim = l + 1;
 }
 
 static int evict_tier(const pol_t *p) {
@@ -524,7 +524,7 @@ static int ahead(pol_t *p, const pol_launch_t *l, pol_plan_t *plan) {
       continue;
     }
     if (stuck) continue;
-    if (p->inv >= ahead_limit(p)) { /* as far ahead as the bets pay */
+    if (p->inv >= planner_ahead_limit(p)) { /* as far ahead as the bets pay */
       stuck = 1;
       continue;
     }

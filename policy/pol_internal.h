@@ -93,7 +93,7 @@ struct pol {
   uint64_t mark_chunks; /* watermark in chunks */
   uint64_t used;        /* chunks believed resident */
   uint64_t inv;         /* of those, brought up ahead and not used yet (pol_chunk.ahead) */
-  uint64_t ahead_lim;   /* most such chunks (planner.c, ahead_limit); 0 = not set yet */
+  uint64_t ahead_lim;   /* most such chunks, above the capacity at first (planner_ahead_limit) */
   uint64_t host_used;   /* chunks on the host tier */
   uint64_t native_bytes;
   uint64_t native_peak; /* the most native_bytes has been: the room native memory takes */
@@ -159,6 +159,8 @@ void planner_note_free(pol_t *p, const struct pol_arec *a);
 /* The fast path: if every chunk of the launch is resident, touches them and
  * returns the (advice-only) action count; -EAGAIN when a full plan is needed. */
 int planner_light(pol_t *p, const pol_launch_t *l, pol_plan_t *plan);
+/* The most chunks brought up ahead and unused a plan may leave ("how far ahead"). */
+uint64_t planner_ahead_limit(const pol_t *p);
 /* Demand paging inside the capacity (pol_config_t.demand_budget): room for
  * the launch's missing chunks, least recently used first; the chunks count
  * as resident from the plan on (their accesses fault them in). */

@@ -76,6 +76,7 @@ int pol_create(const pol_config_t *c, pol_t **out) {
     return r;
   }
   p->lru.next = p->lru.prev = &p->lru;
+  p->ahead_lim = UINT64_MAX; /* the capacity, until a bet is lost */
   set_capacity(p);
   r = scratch_create(p);
   if (!r && p->cfg.kind == POL_PREDICT) r = hist_create(p);
@@ -236,10 +237,7 @@ int pol_pin(pol_t *p, uint64_t alloc_id, int pinned) {
   if (!a) return -ENOENT;
   if (a->tier != POL_TIER_MANAGED) return -EINVAL;
   a->pinned = pinned != 0;
-  if (a->pinned)
-    for (uint32_t i = 0; i < a->nchunks; i++)
-      if (a->chunks[i].loc == LOC_DEV) chunk_set_away(p, &a->chunks[i], LOC_HOST);
-  return 0;
+  return a->pinned ? pol_chunk_state(p, alloc_id, 0, a->nchunks, POL_STATE_HOST) : 0;
 }
 
 int pol_set_future(pol_t *p, pol_future_fn fn, void *ctx) {
@@ -252,7 +250,7 @@ int pol_set_future(pol_t *p, pol_future_fn fn, void *ctx) {
 void pol_get_stats(const pol_t *p, pol_stats_t *out) {
   *out = p->st;
   out->resident = p->used;
-  out->ahead_limit = p->ahead_lim && p->ahead_lim < p->cap_chunks ? p->ahead_lim : p->cap_chunks;
+  out->ahead_limit = planner_ahead_limit(p);
 }
 
 int pol_make_room(pol_t *p, uint64_t bytes, pol_plan_t *plan) {

@@ -532,10 +532,12 @@ static uint32_t pin_room_locked(ex_dev_t *d, const pol_plan_t *pl, const ex_pin_
   for (int i = 0; i < np; i++) {
     if (pin[i].unpin) continue;
     planned += pol_plan_resident(pl, pin[i].id);
-    pol_chunk_state(d->pol, pin[i].id, 0, pin[i].nchunks, POL_STATE_HOST);
-    /* A pin for one use stays in the plans: a plan that brings it up
-     * ahead is what ends it (unpin_due). */
-    if (pin[i].for_good) pol_pin(d->pol, pin[i].id, 1);
+    /* Both count its chunks on the host; a pin for one use stays in the
+     * plans, as a plan that brings it up ahead is what ends it (unpin_due). */
+    if (pin[i].for_good)
+      pol_pin(d->pol, pin[i].id, 1);
+    else
+      pol_chunk_state(d->pol, pin[i].id, 0, pin[i].nchunks, POL_STATE_HOST);
   }
   uint64_t freed = pol_room(d->pol) - before;
   if (freed <= planned) return 0;

@@ -53,6 +53,14 @@ static int parse_pos(const char *s, double *out) {
   return end != s && !*end && *out > 0 ? 0 : -EINVAL;
 }
 
+/* A whole number in [lo, hi] (no sign: strtoul would wrap "-N" around). */
+static int parse_range(const char *s, unsigned long lo, unsigned long hi, uint32_t *out) {
+  char *end;
+  unsigned long n = strtoul(s, &end, 10);
+  *out = (uint32_t)n;
+  return end != s && !*end && s[0] != '-' && n >= lo && n <= hi ? 0 : -EINVAL;
+}
+
 static int parse_args(int argc, char **argv, struct opts *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -78,15 +86,9 @@ static int parse_args(int argc, char **argv, struct opts *o) {
                                                : RP_PLACE_MOVABLE;
       r = o->live_place || !strcmp(v, "movable") ? 0 : -EINVAL;
     } else if (!strcmp(a, "--watermark")) {
-      char *end;
-      unsigned long w = strtoul(v, &end, 10);
-      o->watermark = (uint32_t)w;
-      r = end != v && !*end && w >= 1 && w <= 100 ? 0 : -EINVAL;
+      r = parse_range(v, 1, 100, &o->watermark);
     } else if (!strcmp(a, "--distance")) {
-      char *end;
-      unsigned long n = strtoul(v, &end, 10);
-      o->distance = (uint32_t)n;
-      r = end != v && !*end && v[0] != '-' && n >= 1 && n <= 4096 ? 0 : -EINVAL;
+      r = parse_range(v, 1, 4096, &o->distance);
     } else if (!strcmp(a, "--chunk")) {
       r = rp_parse_size(v, &o->chunk);
       r = r ? r : (o->chunk & (o->chunk - 1)) || o->chunk < (64u << 10) ? -EINVAL : 0;

@@ -37,7 +37,7 @@ typedef struct pol_config {
   uint32_t prefetch_distance; /* most launches looked ahead; 0 = as far as capacity allows
                                * (bounded by one learned period and 4096 launches; the
                                * chunks held brought up ahead, unused, by a limit learned
-                               * from lost bets: planner.c, ahead_limit) */
+                               * from lost bets: planner.c, planner_ahead_limit) */
   uint32_t evict_watermark;   /* percent 1..100; above it, chunks with no predicted use are
                                * pushed down ahead of need; 0 = 100 */
   uint64_t static_min;        /* POL_STATIC: allocations >= this go to host if they do not

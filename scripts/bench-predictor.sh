@@ -21,8 +21,13 @@
 #     and played live (3c: libvx infers the tensors' extents from the
 #     pointers, as under PyTorch's caching allocator).
 #
+# Every live figure is the median of VX_BENCH_RUNS runs (3): a live run's
+# virtual time varies by up to 10% with how libvx's threads and the
+# simulator's interleave; the offline ones are exact.
+#
 #   scripts/bench-predictor.sh            (builds what it needs in build/)
 #   VX_BUILD=build-x scripts/bench-predictor.sh
+#   VX_BENCH_RUNS=5 scripts/bench-predictor.sh
 # Exit status 0 when every target holds, 1 when one does not, 2 on a
 # failure.  A benchmark, never part of the CI gate: these are figures.
 set -uo pipefail
@@ -52,21 +57,44 @@ judge() {
   if [ "$1" = 0 ]; then v=ok; else misses=$((misses + 1)) v=MISSED; fi
 }
 
+# Live runs vary (libvx's threads against the simulator's: up to 10% of
+# virtual time on one trace), so every live figure is the median of RUNS.
+runs=${VX_BENCH_RUNS:-3}
+# median_of FILE: the run (second field) whose value (first field) is the median.
+median_of() { sort -g "$1" | sed -n "$(((runs + 1) / 2))p" | cut -d' ' -f2; }
+# median_lines OUT POLICIES FILES...: OUT gets each policy's line from the
+# file in which that policy's total_s is the median.
+median_lines() {
+  local out=$1 pols=$2 p f
+  shift 2
+  : >"$out"
+  for p in ${pols//,/ }; do
+    : >"$tmp/med"
+    for f in "$@"; do echo "$(num "$f" total_s "$p") $f" >>"$tmp/med"; done
+    grep "\"policy\":\"$p\"" "$(median_of "$tmp/med")" | head -1 >>"$out"
+  done
+}
+
 # run_prog NAME VRAM KIND CMD...: demand, static, predict of a live program.
 live_row() {
   local name=$1 vram=$2 kind=$3
   shift 3
-  local pol
+  local pol i m
   for pol in um demand static predict; do
     local env=(VX_POLICY=$pol)
     [ $pol = um ] && env=(VX_POLICY=demand VX_MOVABLE=100% VX_NATIVE_MAX=0)
-    env "${env[@]}" SIMCUDA_VRAM=$vram VX_STATIC_MIN=4M VX_LEDGER=off SIMCUDA_STATS=1 \
-      LD_LIBRARY_PATH="$sim" LD_PRELOAD="$build/libvx.so" "$@" >"$tmp/$pol.out" 2>"$tmp/$pol.err" ||
-      { echo "bench-predictor: $name under $pol failed"; cat "$tmp/$pol.err"; exit 2; }
+    : >"$tmp/$pol.runs"
+    for i in $(seq "$runs"); do
+      env "${env[@]}" SIMCUDA_VRAM=$vram VX_STATIC_MIN=4M VX_LEDGER=off SIMCUDA_STATS=1 \
+        LD_LIBRARY_PATH="$sim" LD_PRELOAD="$build/libvx.so" "$@" >"$tmp/$pol.out" 2>"$tmp/$pol.err$i" ||
+        { echo "bench-predictor: $name under $pol failed"; cat "$tmp/$pol.err$i"; exit 2; }
+      echo "$(grep -o 'total_ns=[0-9]*' "$tmp/$pol.err$i" | tail -1 | cut -d= -f2) $i" >>"$tmp/$pol.runs"
+    done
+    m=$(median_of "$tmp/$pol.runs")
     # total_ns and moved bytes from the simulator's exit line (SIMCUDA_STATS=1):
     # faults, prefetches, evictions and what kernels read or wrote over the link
-    grep -o 'total_ns=[0-9]*' "$tmp/$pol.err" | tail -1 | cut -d= -f2 >"$tmp/$pol.t"
-    grep 'simcuda: stats' "$tmp/$pol.err" | tail -1 | grep -o 'bytes_[a-z]*_[hd]to[hd]=[0-9]*' |
+    grep -o 'total_ns=[0-9]*' "$tmp/$pol.err$m" | tail -1 | cut -d= -f2 >"$tmp/$pol.t"
+    grep 'simcuda: stats' "$tmp/$pol.err$m" | tail -1 | grep -o 'bytes_[a-z]*_[hd]to[hd]=[0-9]*' |
       grep -v memcpy | awk -F= '{ s += $2 } END { print s + 0 }' >"$tmp/$pol.b"
   done
   local u d s p bd bp
@@ -90,7 +118,7 @@ row() {
     "$(calc "$4 / $9")" "$(calc "$5 / $9")" "$(calc "$6 / $9")" "$r" "$best" "$moved" "$v"
 }
 
-echo "== 1. live, default settings (virtual ms; static with VX_STATIC_MIN=4M)"
+echo "== 1. live, default settings (virtual ms, median of $runs runs; static with VX_STATIC_MIN=4M)"
 echo "   um = plain Unified Memory (VX_POLICY=demand VX_MOVABLE=100% VX_NATIVE_MAX=0);"
 echo "   p/ref = predict / the better of um and demand; p/best also counts static"
 printf "%-28s %6s %9s %9s %9s %9s %8s %8s %9s  %s\n" program kind um demand static predict \
@@ -103,8 +131,11 @@ workloads="transformer-train transformer-infer cnn moe two-stream"
 for w in $workloads; do
   "$vx" replay --synth "$w,oversub=2" --save "$tmp/$w.vxt" --place live --json >"$tmp/$w.rep" 2>/dev/null ||
     { echo "bench-predictor: replay of $w failed"; exit 2; }
-  "$vx" play "$tmp/$w.vxt" --policy um,demand,static,predict --json >"$tmp/$w.play" \
-    2>"$tmp/$w.playerr" || { echo "bench-predictor: vx play of $w failed"; cat "$tmp/$w.playerr"; exit 2; }
+  for i in $(seq "$runs"); do
+    "$vx" play "$tmp/$w.vxt" --policy um,demand,static,predict --json >"$tmp/$w.play$i" \
+      2>"$tmp/$w.playerr" || { echo "bench-predictor: vx play of $w failed"; cat "$tmp/$w.playerr"; exit 2; }
+  done
+  median_lines "$tmp/$w.play" um,demand,static,predict $(seq -f "$tmp/$w.play%g" "$runs")
   bd=$(calc "$(num "$tmp/$w.play" bytes_up demand) + $(num "$tmp/$w.play" bytes_down demand)")
   bp=$(calc "$(num "$tmp/$w.play" bytes_up predict) + $(num "$tmp/$w.play" bytes_down predict)")
   row "play $w 2x" repeat "$(num "$tmp/$w.play" total_s um)" "$(num "$tmp/$w.play" total_s demand)" \
@@ -139,10 +170,15 @@ done
 # that play under the placement libvx chose (--place recorded): what libvx
 # saw (its inferred extents) and did (which allocations it kept native)
 for w in $workloads; do
-  VX_TRACE="$tmp/$w.live.vxt" "$vx" play "$tmp/$w.vxt" --policy predict --json >"$tmp/$w.lp" \
-    2>"$tmp/$w.lperr" || { echo "bench-predictor: vx play of $w failed"; cat "$tmp/$w.lperr"; exit 2; }
-  "$vx" replay "$tmp/$w.live.vxt" --place recorded --policy predict --json >"$tmp/$w.lo" || exit 2
-  l=$(num "$tmp/$w.lp" total_s predict) o=$(num "$tmp/$w.lo" total_s predict)
+  : >"$tmp/$w.lruns"
+  for i in $(seq "$runs"); do
+    VX_TRACE="$tmp/$w.live$i.vxt" "$vx" play "$tmp/$w.vxt" --policy predict --json >"$tmp/$w.lp$i" \
+      2>"$tmp/$w.lperr" || { echo "bench-predictor: vx play of $w failed"; cat "$tmp/$w.lperr"; exit 2; }
+    echo "$(num "$tmp/$w.lp$i" total_s predict) $i" >>"$tmp/$w.lruns"
+  done
+  m=$(median_of "$tmp/$w.lruns")
+  "$vx" replay "$tmp/$w.live$m.vxt" --place recorded --policy predict --json >"$tmp/$w.lo" || exit 2
+  l=$(num "$tmp/$w.lp$m" total_s predict) o=$(num "$tmp/$w.lo" total_s predict)
   r=$(calc "$l / $o")
   le "$(calc "($r > 1 ? $r - 1 : 1 - $r)")" 0.15
   judge $?
@@ -150,11 +186,16 @@ for w in $workloads; do
 done
 for prog in prog_train:64M prog_torch:96M; do
   n=${prog%%:*} vram=${prog##*:}
-  SIMCUDA_VRAM=$vram VX_POLICY=predict VX_LEDGER=off VX_TRACE="$tmp/$n.vxt" \
-    LD_LIBRARY_PATH="$sim" LD_PRELOAD="$build/libvx.so" "$build/tests/predict/$n" >"$tmp/$n.live" ||
-    { echo "bench-predictor: $n failed"; exit 2; }
-  l=$(calc "$(num "$tmp/$n.live" total_ns) / 1e9")
-  "$vx" replay "$tmp/$n.vxt" --place recorded --policy predict --json >"$tmp/$n.off" || exit 2
+  : >"$tmp/$n.runs"
+  for i in $(seq "$runs"); do
+    SIMCUDA_VRAM=$vram VX_POLICY=predict VX_LEDGER=off VX_TRACE="$tmp/$n$i.vxt" \
+      LD_LIBRARY_PATH="$sim" LD_PRELOAD="$build/libvx.so" "$build/tests/predict/$n" >"$tmp/$n.live$i" ||
+      { echo "bench-predictor: $n failed"; exit 2; }
+    echo "$(num "$tmp/$n.live$i" total_ns) $i" >>"$tmp/$n.runs"
+  done
+  m=$(median_of "$tmp/$n.runs")
+  l=$(calc "$(num "$tmp/$n.live$m" total_ns) / 1e9")
+  "$vx" replay "$tmp/$n$m.vxt" --place recorded --policy predict --json >"$tmp/$n.off" || exit 2
   o=$(num "$tmp/$n.off" total_s predict)
   r=$(calc "$l / $o")
   le "$(calc "($r > 1 ? $r - 1 : 1 - $r)")" 0.15
@@ -202,18 +243,17 @@ if ls "$root"/tests/traces/*.vxt* >/dev/null 2>&1; then
   echo "   vx replay --place live of predict: what libvx would do knowing the trace's extents, where"
   echo "   live it infers them from the pointers a caching allocator's tensors give)"
   echo "   live/vxtrace: the play against the replay of the VX_TRACE libvx recorded in it"
-  echo "   predict live: the median of 3 plays (libvx's threads and the simulator's make a play's"
-  echo "   virtual time vary by up to 10%), live/vxtrace from the median play's trace"
+  echo "   predict live: the median play, live/vxtrace from the median play's trace"
   printf "%-28s %9s %9s %9s %8s %9s %12s\n" trace um predict offline p/um live/off live/vxtrace
   for t in "$root"/tests/traces/*.vxt*; do
     "$vx" play "$t" --policy um --json >"$tmp/tu" 2>/dev/null || continue
     : >"$tmp/tplays"
-    for i in 1 2 3; do
+    for i in $(seq "$runs"); do
       VX_TRACE="$tmp/t$i.live.vxt" "$vx" play "$t" --policy predict --json >"$tmp/tp$i" 2>/dev/null &&
         echo "$(num "$tmp/tp$i" total_s predict) $i" >>"$tmp/tplays"
     done
-    [ "$(wc -l <"$tmp/tplays")" = 3 ] || continue
-    m=$(sort -g "$tmp/tplays" | sed -n 2p | cut -d' ' -f2)
+    [ "$(wc -l <"$tmp/tplays")" = "$runs" ] || continue
+    m=$(median_of "$tmp/tplays")
     "$vx" replay "$t" --place live --policy predict --json >"$tmp/to" 2>/dev/null || continue
     "$vx" replay "$tmp/t$m.live.vxt" --place recorded --policy predict --json >"$tmp/tl" 2>/dev/null ||
       continue

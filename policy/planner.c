@@ -92,7 +92,19 @@ static struct pol_chunk *victim_far(pol_t *p, uint32_t j) {
  * POL_AHEAD_MIN; it starts at the capacity, where right predictions keep
  * it (transformer-train: no bet lost).  moe.vxt 6.72 -> 5.05 s, bert
  * 2.33 -> 2.31, llama 7.86 -> 7.16, mixtral 14.4 -> 12.9; a backoff of 4
- * or 8 gained more on these but lost up to 4% on two-stream 2x. */
+ * or 8 gained more on these but lost up to 4% on two-stream 2x.
+ * A bound in time was tried as well and is not here: stop prefetching ahead
+ * once the up link's backlog passes 3x the predicted time to the next full
+ * plan (the launches' end-to-end intervals, measured by timed end events
+ * live, floored at 1.5x the backlog the launches before that plan leave).
+ * With the traces' exact extents it took bert 2.30 -> 2.16 s, gpt2 3.41 ->
+ * 3.20, moe 4.99 -> 4.65 but llama 6.97 -> 7.15; with the extents libvx
+ * infers (the VX_TRACE of a play, replayed) bert and gpt2 gained under 1%,
+ * moe 8.01 -> 7.27, llama 8.16 -> 9.62; live (vx play, median of 5) bert
+ * +0.7%, gpt2 +1.5%, moe -1.4%, llama +7.1%.  Llama is link-bound with
+ * tiny kernels: the predicted time to the next plan is microseconds while
+ * a layer's transfers take milliseconds, and any such horizon lets the
+ * link drain at plan boundaries. */
 uint64_t planner_ahead_limit(const pol_t *p) {
   return p->ahead_lim < p->cap_chunks ? p->ahead_lim : p->cap_chunks;
 }

@@ -57,9 +57,7 @@ judge() {
   if [ "$1" = 0 ]; then v=ok; else misses=$((misses + 1)) v=MISSED; fi
 }
 
-# Live runs vary (libvx's threads against the simulator's: up to 10% of
-# virtual time on one trace), so every live figure is the median of RUNS.
-runs=${VX_BENCH_RUNS:-3}
+runs=${VX_BENCH_RUNS:-3} # live runs per figure (the header says why)
 # median_of FILE: the run (second field) whose value (first field) is the median.
 median_of() { sort -g "$1" | sed -n "$(((runs + 1) / 2))p" | cut -d' ' -f2; }
 # median_lines OUT POLICIES FILES...: OUT gets each policy's line from the

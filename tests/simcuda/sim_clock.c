@@ -9,6 +9,76 @@ uint64_t sim_ns_for_bytes(uint64_t bytes, double gbps) {
   return (uint64_t)((double)bytes / gbps + 0.5);
 }
 
+// ---- engines ----
+
+/* Index of the first interval ending after t. */
+static uint32_t eng_after(const sim_engine *g, uint64_t t) {
+  uint32_t lo = 0, hi = g->n;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    if (g->e[mid] <= t)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+uint64_t sim_eng_fit(const sim_engine *g, uint64_t t, uint64_t dur) {
+  if (t < g->floor) t = g->floor;
+  for (uint32_t i = eng_after(g, t); i < g->n; i++) {
+    if (g->s[i] >= t + dur) return t; /* the gap before interval i holds it */
+    if (g->e[i] > t) t = g->e[i];
+  }
+  return t;
+}
+
+void sim_eng_take(sim_engine *g, uint64_t start, uint64_t dur) {
+  if (!dur) return;
+  uint64_t end = start + dur;
+  if (end > g->until) g->until = end;
+  uint32_t i = eng_after(g, start); /* intervals before i end at or before start */
+  int join_prev = i > 0 && g->e[i - 1] == start;
+  int join_next = i < g->n && g->s[i] == end;
+  if (join_prev && join_next) { /* fills the gap exactly */
+    g->e[i - 1] = g->e[i];
+    memmove(&g->s[i], &g->s[i + 1], (g->n - i - 1) * sizeof g->s[0]);
+    memmove(&g->e[i], &g->e[i + 1], (g->n - i - 1) * sizeof g->e[0]);
+    g->n--;
+    return;
+  }
+  if (join_prev) {
+    g->e[i - 1] = end;
+    return;
+  }
+  if (join_next) {
+    g->s[i] = start;
+    return;
+  }
+  if (g->n == SIM_ENG_SLOTS) { /* forget the oldest: its gaps are busy from now on */
+    if (i == 0) {                /* the new one is the oldest */
+      if (end > g->floor) g->floor = end;
+      return;
+    }
+    g->floor = g->e[0];
+    memmove(&g->s[0], &g->s[1], (g->n - 1) * sizeof g->s[0]);
+    memmove(&g->e[0], &g->e[1], (g->n - 1) * sizeof g->e[0]);
+    g->n--;
+    i--;
+  }
+  memmove(&g->s[i + 1], &g->s[i], (g->n - i) * sizeof g->s[0]);
+  memmove(&g->e[i + 1], &g->e[i], (g->n - i) * sizeof g->e[0]);
+  g->s[i] = start;
+  g->e[i] = end;
+  g->n++;
+}
+
+uint64_t sim_eng_run(sim_engine *g, uint64_t t, uint64_t dur) {
+  uint64_t start = sim_eng_fit(g, t, dur);
+  sim_eng_take(g, start, dur);
+  return start + dur;
+}
+
 void sim_stat_gauges_locked(sim_dev *d) {
   d->st.device_used_bytes = sim_dev_used_locked(d);
   if (d->st.device_used_bytes > d->st.device_used_peak)
@@ -72,10 +142,11 @@ SIM_API void simcuda_reset_stats(void) {
      * earlier than everything seen so far. */
     sim_dev *d = &sim_g.dev[i];
     uint64_t now = d->max_end > d->host_now ? d->max_end : d->host_now;
-    if (d->compute_free > now) now = d->compute_free;
-    if (d->h2d_free > now) now = d->h2d_free;
-    if (d->d2h_free > now) now = d->d2h_free;
+    if (d->compute.until > now) now = d->compute.until;
+    if (d->h2d.until > now) now = d->h2d.until;
+    if (d->d2h.until > now) now = d->d2h.until;
     d->epoch = d->host_now = d->max_end = now;
+    d->compute.floor = d->h2d.floor = d->d2h.floor = now;
   }
   sim_unlock();
 }

@@ -79,12 +79,10 @@ uint64_t sim_copy_run(sim_op *op, sim_stream *s, uint64_t ready) {
   copy_counters_locked(d, dir, n);
   uint64_t end = ready;
   if (dir == CP_HTOD || dir == CP_DTOH) {
-    uint64_t *eng = dir == CP_HTOD ? &d->h2d_free : &d->d2h_free;
-    uint64_t start = ready > *eng ? ready : *eng;
-    end = *eng = start + sim_ns_for_bytes(n, sim_g.link_gbps);
+    end = sim_eng_run(dir == CP_HTOD ? &d->h2d : &d->d2h, ready,
+                      sim_ns_for_bytes(n, sim_g.link_gbps));
   } else if (dir == CP_DTOD) {
-    uint64_t start = ready > d->compute_free ? ready : d->compute_free;
-    end = d->compute_free = start + sim_ns_for_bytes(2 * (uint64_t)n, sim_g.dev_gbps);
+    end = sim_eng_run(&d->compute, ready, sim_ns_for_bytes(2 * (uint64_t)n, sim_g.dev_gbps));
   }
   sim_note_end_locked(d, end);
   sim_unlock();
@@ -116,8 +114,7 @@ uint64_t sim_set_run(sim_op *op, sim_stream *s, uint64_t ready) {
   }
   sim_lock();
   sim_dev *d = &sim_g.dev[s->ctx->dev];
-  uint64_t start = ready > d->compute_free ? ready : d->compute_free;
-  uint64_t end = d->compute_free = start + sim_ns_for_bytes(bytes, sim_g.dev_gbps);
+  uint64_t end = sim_eng_run(&d->compute, ready, sim_ns_for_bytes(bytes, sim_g.dev_gbps));
   sim_note_end_locked(d, end);
   sim_unlock();
   return end;

@@ -36,13 +36,32 @@
 typedef struct sim_chunk sim_chunk;
 typedef struct sim_ctx sim_ctx;
 
+/* One engine of a device (compute, H2D copy, D2H copy) in virtual time: the
+ * intervals it is busy, sorted and disjoint.  Stream workers run on their
+ * own threads, so operations reach an engine in the real-time order the
+ * threads get there, not in the virtual-time order they become ready; a
+ * busy-until time served them in the first order, and an operation ready
+ * early on one stream waited behind one ready later on another while the
+ * engine sat idle (two streams: ~70 ms of 1.4 s).  A GPU's engine takes
+ * whatever work is ready when it is free, so an operation goes into the
+ * first idle gap at or after its ready time that holds it.  Intervals past
+ * SIM_ENG_SLOTS are forgotten oldest first, and the time before `floor`
+ * (the end of the last one forgotten) counts as busy. */
+#define SIM_ENG_SLOTS 512
+typedef struct sim_engine {
+  uint64_t floor;
+  uint64_t until; /* the end of the last busy interval (busy-until) */
+  uint32_t n;
+  uint64_t s[SIM_ENG_SLOTS], e[SIM_ENG_SLOTS];
+} sim_engine;
+
 typedef struct sim_dev {
   int ord;
   size_t capacity;
   size_t native_bytes;   /* rounded sizes of live cuMemAlloc* allocations */
   size_t resident_bytes; /* managed chunk bytes resident on this device */
   sim_chunk *lru_head, *lru_tail; /* resident managed chunks, LRU first */
-  uint64_t compute_free, h2d_free, d2h_free; /* engine busy-until (virtual ns) */
+  sim_engine compute, h2d, d2h; /* engines (virtual ns) */
   uint64_t host_now; /* the host's notion of virtual time */
   uint64_t max_end;  /* latest completion seen */
   uint64_t epoch;    /* max_end at the last simcuda_reset_stats */
@@ -213,6 +232,12 @@ void sim_discard_locked(CUdeviceptr p, size_t n);
 
 /* ---- clock and stats (sim_clock.c) ---- */
 uint64_t sim_ns_for_bytes(uint64_t bytes, double gbps);
+/* The earliest time >= t at which engine g is idle for dur ns. */
+uint64_t sim_eng_fit(const sim_engine *g, uint64_t t, uint64_t dur);
+/* Marks [start, start + dur) busy on g (it must be idle: sim_eng_fit). */
+void sim_eng_take(sim_engine *g, uint64_t start, uint64_t dur);
+/* Both: runs dur ns on g from the first gap at or after t; returns the end. */
+uint64_t sim_eng_run(sim_engine *g, uint64_t t, uint64_t dur);
 void sim_stat_gauges_locked(sim_dev *d);
 void sim_note_end_locked(sim_dev *d, uint64_t end);
 /* Host synchronised with a completion at virtual time t. */

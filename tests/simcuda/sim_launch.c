@@ -84,18 +84,25 @@ uint64_t sim_kernel_run(sim_op *op, sim_stream *s, uint64_t ready) {
                              : sim_g.launch_ns + sim_ns_for_bytes(k.kc.bytes, sim_g.dev_gbps);
   uint64_t link = sim_ns_for_bytes(k.kc.link_bytes, sim_g.link_gbps);
   uint64_t work = compute + link;
-  uint64_t start = ready > d->compute_free ? ready : d->compute_free;
   /* What the kernel reads or writes in host memory crosses the same link
    * as the copy engines' transfers, in its direction: reads wait for the
    * H2D engine and hold it while they cross, writes the D2H engine, where
-   * they meet the write-backs (a zero-copy access gets no second link). */
+   * they meet the write-backs (a zero-copy access gets no second link).
+   * The kernel starts once all the engines it holds are idle together. */
   uint64_t up = sim_ns_for_bytes(k.kc.link_h2d, sim_g.link_gbps);
   uint64_t down = sim_ns_for_bytes(k.kc.link_d2h, sim_g.link_gbps);
-  if (up && d->h2d_free > start) start = d->h2d_free;
-  if (down && d->d2h_free > start) start = d->d2h_free;
-  if (up) d->h2d_free = start + up;
-  if (down) d->d2h_free = start + down;
-  uint64_t end = d->compute_free = start + work + k.kc.stall_ns;
+  uint64_t hold = work + k.kc.stall_ns, start = ready;
+  for (;;) {
+    uint64_t t = sim_eng_fit(&d->compute, start, hold);
+    if (up) t = sim_eng_fit(&d->h2d, t, up);
+    if (down) t = sim_eng_fit(&d->d2h, t, down);
+    if (t == start) break;
+    start = t;
+  }
+  sim_eng_take(&d->compute, start, hold);
+  sim_eng_take(&d->h2d, start, up);
+  sim_eng_take(&d->d2h, start, down);
+  uint64_t end = start + hold;
   d->st.launches++;
   d->st.kernel_ns += work;
   d->st.bytes_link_htod += k.kc.link_h2d;

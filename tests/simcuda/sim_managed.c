@@ -323,17 +323,15 @@ static uint64_t pf_room(pf_clock *k, size_t cb) {
   int64_t ev = sim_make_room_locked(k->d, cb);
   if (ev < 0) return UINT64_MAX;
   if (ev == 0) return k->ready;
-  uint64_t start = k->ready > k->d->d2h_free ? k->ready : k->d->d2h_free;
-  k->d->d2h_free = start + (uint64_t)ev;
-  if (k->d->d2h_free > k->end) k->end = k->d->d2h_free;
-  return k->d->d2h_free;
+  uint64_t end = sim_eng_run(&k->d->d2h, k->ready, (uint64_t)ev);
+  if (end > k->end) k->end = end;
+  return end;
 }
 
-/* One copy of cb bytes on engine *eng, no earlier than `after`. */
-static void pf_copy(pf_clock *k, uint64_t *eng, uint64_t after, size_t cb) {
-  uint64_t start = after > *eng ? after : *eng;
-  *eng = start + sim_ns_for_bytes(cb, sim_g.link_gbps);
-  if (*eng > k->end) k->end = *eng;
+/* One copy of cb bytes on engine g, no earlier than `after`. */
+static void pf_copy(pf_clock *k, sim_engine *g, uint64_t after, size_t cb) {
+  uint64_t end = sim_eng_run(g, after, sim_ns_for_bytes(cb, sim_g.link_gbps));
+  if (end > k->end) k->end = end;
 }
 
 static void prefetch_to_dev(sim_chunk *c, pf_clock *k) {
@@ -355,7 +353,7 @@ static void prefetch_to_dev(sim_chunk *c, pf_clock *k) {
   }
   d->st.bytes_prefetch_htod += cb;
   chunk_to_dev(c, d, c->read_mostly);
-  pf_copy(k, &d->h2d_free, room, cb);
+  pf_copy(k, &d->h2d, room, cb);
 }
 
 static void prefetch_to_host(sim_chunk *c, pf_clock *k) {
@@ -375,7 +373,7 @@ static void prefetch_to_host(sim_chunk *c, pf_clock *k) {
     if (!c->dup) {
       sim_dev *d = &sim_g.dev[c->dev];
       d->st.bytes_prefetch_dtoh += cb;
-      pf_copy(k, &d->d2h_free, k->ready, cb);
+      pf_copy(k, &d->d2h, k->ready, cb);
       backing_add(c, (int64_t)cb);
       c->dup = 1;
     }
@@ -385,7 +383,7 @@ static void prefetch_to_host(sim_chunk *c, pf_clock *k) {
   sim_dev *d = &sim_g.dev[c->dev];
   if (copy) d->st.bytes_prefetch_dtoh += cb;
   sim_chunk_to_host_locked(c);
-  if (copy) pf_copy(k, &d->d2h_free, k->ready, cb);
+  if (copy) pf_copy(k, &d->d2h, k->ready, cb);
 }
 
 uint64_t sim_prefetch_locked(CUdeviceptr p, size_t n, CUmemLocation loc, int sdev,

@@ -102,9 +102,7 @@ static CUresult native_alloc(CUdeviceptr *dptr, size_t size, sim_ctx *c) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   if (cost > 0) {
-    uint64_t start = d->d2h_free > d->host_now ? d->d2h_free : d->host_now;
-    d->d2h_free = start + (uint64_t)cost;
-    sim_note_end_locked(d, d->d2h_free);
+    sim_note_end_locked(d, sim_eng_run(&d->d2h, d->host_now, (uint64_t)cost));
   }
   d->native_bytes += span;
   sim_stat_gauges_locked(d);

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "costs.h"
 #include "sim_test.h"
 
 static CUcontext ctx;
@@ -134,6 +135,61 @@ START_TEST(events_and_host_functions) {
   ck_cu(cuEventDestroy(notime));
   ck_cu(cuStreamDestroy(a));
   ck_cu(cuStreamDestroy(b));
+}
+END_TEST
+
+/* An engine takes work in virtual-time order, whatever order the stream
+ * workers reach it in real time: a copy ready early on stream a that gets
+ * to the H2D engine after a copy ready later on stream b runs in the idle
+ * time before b's (a busy-until engine ran it after), and one too long for
+ * that idle time runs after b's, never across it.  Times are the
+ * simulator's virtual clock (cuEventElapsedTime), not the host's. */
+static float gap_copy_ms(size_t n) {
+  CUstream a, b;
+  ck_cu(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+  ck_cu(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr big, da, db;
+  void *h;
+  ck_cu(cuMemAlloc(&big, 64 * MiB));
+  ck_cu(cuMemAlloc(&da, n));
+  ck_cu(cuMemAlloc(&db, MiB));
+  ck_cu(cuMemAllocHost(&h, 64 * MiB > n ? 64 * MiB : n));
+  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  CUevent e0, e1;
+  ck_cu(cuEventCreate(&e0, 0));
+  ck_cu(cuEventCreate(&e1, 0));
+  ck_cu(cuEventRecord(e0, a));
+  ck_cu(cuLaunchHostFunc(a, gate_wait, &g)); /* a's worker waits for b's to finish */
+  ck_cu(cuMemcpyHtoDAsync(da, h, n, a));
+  ck_cu(cuEventRecord(e1, a));
+  ck_cu(cuMemcpyDtoHAsync(h, big, 64 * MiB, b)); /* the D2H engine, then */
+  ck_cu(cuMemcpyHtoDAsync(db, (char *)h + 32 * MiB, MiB, b)); /* H2D after it */
+  ck_cu(cuStreamSynchronize(b));
+  gate_open(&g);
+  ck_cu(cuStreamSynchronize(a));
+  float ms = -1;
+  ck_cu(cuEventElapsedTime(&ms, e0, e1));
+  ck_cu(cuEventDestroy(e0));
+  ck_cu(cuEventDestroy(e1));
+  ck_cu(cuMemFreeHost(h));
+  ck_cu(cuMemFree(big));
+  ck_cu(cuMemFree(da));
+  ck_cu(cuMemFree(db));
+  ck_cu(cuStreamDestroy(a));
+  ck_cu(cuStreamDestroy(b));
+  return ms;
+}
+
+START_TEST(engines_fill_idle_gaps) {
+  setup();
+  double link_ms = 1.0 / (VX_COST_LINK_GBPS * 1e6); /* ms per byte at the default link */
+  double b_wait = 64.0 * MiB * link_ms;              /* b's H2D copy starts after this */
+  float fits = gap_copy_ms(MiB);
+  ck_assert_msg(fits < b_wait / 2, "1 MiB copy took %.3f ms: it waited for stream b", fits);
+  ck_assert_msg(fits >= MiB * link_ms * 0.99, "1 MiB copy took %.3f ms", fits);
+  float too_long = gap_copy_ms(128 * MiB); /* longer than the idle time: after b's copy */
+  ck_assert_msg(too_long >= (b_wait + 129.0 * MiB * link_ms) * 0.99,
+                "128 MiB copy took %.3f ms: it overlapped stream b's", too_long);
 }
 END_TEST
 
@@ -474,6 +530,7 @@ int main(void) {
   tcase_add_test(tc, async_and_in_order);
   tcase_add_test(tc, legacy_stream_semantics);
   tcase_add_test(tc, events_and_host_functions);
+  tcase_add_test(tc, engines_fill_idle_gaps);
   tcase_add_test(tc, threads_at_once);
   tcase_add_test(tc, managed_from_threads);
   tcase_add_test(tc, capture_and_replay);

@@ -205,36 +205,44 @@ echo
 echo "== 3. offline: vx replay --synth W,oversub=X (share = (demand-predict)/(demand-bound))"
 echo "   deepum0: DeepUM on the same workload with stable addresses (drift=0, as PyTorch's caching"
 echo "   allocator gives): its execution ids need them; p/deepum is against the better of the two"
-printf "%-18s %4s %9s %9s %9s %9s %9s %8s %9s  %s\n" workload x demand deepum deepum0 predict bound \
-  share "p/deepum" "target (>= 80%, < deepum)"
+echo "   clv: the share of vx's planner given the true future (clairvoyant; figures only): where"
+echo "   it is far above predict's share the predictions are what is missing, where it is near"
+echo "   or below, the planner or the bound's slack is"
+printf "%-18s %4s %9s %9s %9s %9s %9s %8s %6s %9s  %s\n" workload x demand deepum deepum0 predict bound \
+  share clv "p/deepum" "target (>= 80%, < deepum)"
 for w in $workloads; do
   for o in 1.5 2 3; do
-    "$vx" replay --synth "$w,oversub=$o" --policy demand,deepum,predict,bound --json >"$tmp/off" ||
+    "$vx" replay --synth "$w,oversub=$o" --policy demand,deepum,predict,clairvoyant,bound --json \
+      >"$tmp/off" ||
       { echo "bench-predictor: replay of $w failed"; exit 2; }
     "$vx" replay --synth "$w,oversub=$o,drift=0" --policy deepum --json >"$tmp/off0" ||
       { echo "bench-predictor: replay of $w (drift=0) failed"; exit 2; }
     d=$(num "$tmp/off" total_s demand) du=$(num "$tmp/off" total_s deepum)
     d0=$(num "$tmp/off0" total_s deepum)
     p=$(num "$tmp/off" total_s predict) b=$(num "$tmp/off" total_s bound)
+    c=$(num "$tmp/off" total_s clairvoyant)
     sh=$(calc "($d - $p) / ($d - $b)")
     dbest=$(calc "($du < $d0 ? $du : $d0)")
     le 0.8 "$sh" && le "$p" "$dbest"
     judge $?
-    printf "%-18s %4s %9.4f %9.4f %9.4f %9.4f %9.4f %7.1f%% %9s  %s\n" "$w" "$o" "$d" "$du" "$d0" "$p" \
-      "$b" "$(calc "100 * $sh")" "$(calc "$p / $dbest")" "$v"
+    printf "%-18s %4s %9.4f %9.4f %9.4f %9.4f %9.4f %7.1f%% %5.0f%% %9s  %s\n" "$w" "$o" "$d" "$du" \
+      "$d0" "$p" "$b" "$(calc "100 * $sh")" "$(calc "100 * ($d - $c) / ($d - $b)")" \
+      "$(calc "$p / $dbest")" "$v"
   done
 done
 
 if ls "$root"/tests/traces/*.vxt* >/dev/null 2>&1; then
   echo
   echo "== 3b. offline: committed traces of real models (tests/traces), figures only"
-  printf "%-28s %9s %9s %9s %9s %8s\n" trace demand deepum predict bound share
+  printf "%-28s %9s %9s %9s %9s %8s %6s\n" trace demand deepum predict bound share clv
   for t in "$root"/tests/traces/*.vxt*; do
-    "$vx" replay "$t" --policy demand,deepum,predict,bound --json >"$tmp/off" 2>/dev/null || continue
+    "$vx" replay "$t" --policy demand,deepum,predict,clairvoyant,bound --json >"$tmp/off" \
+      2>/dev/null || continue
     d=$(num "$tmp/off" total_s demand) du=$(num "$tmp/off" total_s deepum)
     p=$(num "$tmp/off" total_s predict) b=$(num "$tmp/off" total_s bound)
-    printf "%-28s %9.4f %9.4f %9.4f %9.4f %7.1f%%\n" "$(basename "$t")" "$d" "$du" "$p" "$b" \
-      "$(calc "100 * ($d - $p) / ($d - $b)")"
+    c=$(num "$tmp/off" total_s clairvoyant)
+    printf "%-28s %9.4f %9.4f %9.4f %9.4f %7.1f%% %5.0f%%\n" "$(basename "$t")" "$d" "$du" "$p" "$b" \
+      "$(calc "100 * ($d - $p) / ($d - $b)")" "$(calc "100 * ($d - $c) / ($d - $b)")"
   done
   echo
   echo "== 3c. live: vx play of the same traces, figures only (um: plain Unified Memory; offline:"

@@ -242,6 +242,7 @@ int sim_managed_touch_locked(sim_alloc *a, size_t off, size_t n, int mode, int d
       if (a->chunks[i].state == CH_DISCARDED) return -EFAULT;
   kc->bytes += n;
   fault_batch b = {.n = 0};
+  size_t upgrades = 0; /* writes to read-duplicated chunks */
   for (size_t i = first; i <= last; i++) {
     sim_chunk *c = &a->chunks[i];
     settle_unpop(c);
@@ -263,6 +264,7 @@ int sim_managed_touch_locked(sim_alloc *a, size_t off, size_t n, int mode, int d
       if ((mode & SIMCUDA_WRITE) && c->dup) {
         c->dup = 0; /* a write invalidates the read-mostly host copy */
         backing_add(c, -(int64_t)sim_chunk_bytes(c));
+        upgrades++;
       }
       continue;
     }
@@ -286,6 +288,18 @@ int sim_managed_touch_locked(sim_alloc *a, size_t off, size_t n, int mode, int d
     if (b.n == VX_COST_FAULT_BATCH) flush_batch(&b, d, mode, kc);
   }
   flush_batch(&b, d, mode, kc);
+  if (upgrades) {
+    /* A read-duplicated page is mapped read-only on every processor
+     * (cuda.h, CU_MEM_ADVISE_SET_READ_MOSTLY: "a write ... will invalidate
+     * all copies except the one where the write occurred"): the write
+     * faults, the driver revokes the other copies and makes this one
+     * writable.  No data moves; each batch of such faults costs a fault's
+     * service time, as a migration's does. */
+    uint64_t batches = (upgrades + VX_COST_FAULT_BATCH - 1) / VX_COST_FAULT_BATCH;
+    kc->stall_ns += batches * sim_g.fault_ns;
+    d->st.faults += upgrades;
+    d->st.fault_batches += batches;
+  }
   return 0;
 }
 

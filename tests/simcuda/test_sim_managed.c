@@ -242,6 +242,47 @@ START_TEST(read_mostly_duplicates) {
 }
 END_TEST
 
+/* cuda.h, CU_MEM_ADVISE_SET_READ_MOSTLY: a write to a read-duplicated page
+ * "will invalidate all copies except the one where the write occurred".
+ * Each copy is mapped read-only, so the write faults and the driver
+ * revokes the others: reading the duplicates costs nothing, the first write
+ * to each costs a fault's service time (one batch per VX_COST_FAULT_BATCH
+ * chunks) and moves no data, and a write to a chunk no longer duplicated
+ * costs nothing more.  Before, the write was free, which flattered any
+ * policy that advises ReadMostly on data that is written. */
+START_TEST(write_to_read_duplicate_faults) {
+  sim_test_setup("20M");
+  CUdeviceptr a = managed_host_written(8 * MiB, 2);
+  CUmemLocation dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+  ck_cu(cuMemAdvise(a, 8 * MiB, CU_MEM_ADVISE_SET_READ_MOSTLY, dev0));
+  ck_cu(cuMemPrefetchAsync(a, 8 * MiB, dev0, 0, NULL));
+  ck_cu(cuCtxSynchronize());
+  simcuda_reset_stats();
+  unsigned long long bad = 1;
+  ck_cu(kit_check(a, 2 * MiB, 2, NULL, &bad)); /* reads all four duplicated chunks */
+  ck_assert_uint_eq(bad, 0);
+  simcuda_stats_t st = sim_test_stats(0);
+  ck_assert_uint_eq(st.faults, 0);
+  ck_assert_uint_eq(st.stall_ns, 0);
+  ck_assert_uint_eq(st.host_backing_bytes, 8 * MiB); /* the host copies are there */
+  ck_cu(kit_fill(a, 2 * MiB, 5, NULL)); /* writes all four */
+  ck_cu(cuCtxSynchronize());
+  st = sim_test_stats(0);
+  ck_assert_uint_eq(st.faults, 4);
+  ck_assert_uint_eq(st.fault_batches, 1);
+  ck_assert_uint_gt(st.stall_ns, 0);
+  ck_assert_uint_eq(st.bytes_fault_htod, 0); /* nothing moved */
+  ck_assert_uint_eq(st.host_backing_bytes, 0); /* the host copies are revoked */
+  uint64_t stalled = st.stall_ns;
+  ck_cu(kit_fill(a, 2 * MiB, 6, NULL)); /* no duplicate left: no fault */
+  ck_cu(kit_check(a, 2 * MiB, 6, NULL, &bad));
+  ck_assert_uint_eq(bad, 0);
+  st = sim_test_stats(0);
+  ck_assert_uint_eq(st.faults, 4);
+  ck_assert_uint_eq(st.stall_ns, stalled);
+}
+END_TEST
+
 /* A prefetch to the host of a ReadMostly range makes a host copy and keeps
  * the device's (the driver revokes no duplicate): nothing moves for chunks
  * the host still has, the written ones are copied down, and the device
@@ -588,6 +629,7 @@ int main(void) {
   tcase_add_test(tc, discarded_read_is_illegal);
   tcase_add_test(tc, discarded_copy_is_illegal);
   tcase_add_test(tc, read_mostly_duplicates);
+  tcase_add_test(tc, write_to_read_duplicate_faults);
   tcase_add_test(tc, read_mostly_prefetch_to_host_keeps_the_device_copy);
   tcase_add_test(tc, unset_read_mostly_collapses_at_the_preferred_location);
   tcase_add_test(tc, preferred_host_reads_over_the_link);

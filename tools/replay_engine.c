@@ -695,6 +695,30 @@ static void live_once(struct eng *e, const rp_event_t *ev, double T) {
   }
 }
 
+/* A write to a ReadMostly duplicate faults (the copies are read-only) and
+ * the driver revokes the others, as in the simulator: each batch of the
+ * launch's written duplicates costs a fault's service time, and no data
+ * moves.  Returns that time. */
+static double upgrades(struct eng *e, const rp_event_t *ev) {
+  uint64_t n = 0;
+  for (uint32_t r = 0; r < ev->nr; r++) {
+    const pol_range_t *rg = &e->t->rg[ev->r0 + r];
+    const rp_alloc_t *a = &e->t->al[e->t->rg_alloc[ev->r0 + r]];
+    if (rg->mode == POL_ACCESS_READ) continue;
+    for (uint64_t i = rg->first; i < (uint64_t)rg->first + rg->count && i < a->nchunks; i++) {
+      struct ck *c = &e->ck[a->base + i];
+      if (!c->clean || c->loc != C_DEV) continue;
+      c->clean = 0; /* once per chunk, whatever ranges reach it (finish() would) */
+      n++;
+    }
+  }
+  if (!n) return 0;
+  uint64_t batches = (n + e->m->fault_batch - 1) / e->m->fault_batch;
+  e->res->faults += n;
+  e->res->fault_batches += batches;
+  return (double)batches * e->m->fault_ns;
+}
+
 static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
   uint64_t chunks = 0;
   for (uint32_t r = 0; r < ev->nr; r++)
@@ -747,11 +771,12 @@ static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
     double floor = (double)touched / e->m->dev_bps * 1e9;
     dur = dur - hx > floor ? dur - hx : floor;
   }
-  double end = ready + hx + dur;
+  double wf = upgrades(e, ev);
+  double end = ready + hx + wf + dur;
   e->compute_free = end;
   e->res->bytes_up += host.rd;
   e->res->bytes_down += host.wr;
-  e->res->stall_s += (ready - t0 + hx) / 1e9;
+  e->res->stall_s += (ready - t0 + hx + wf) / 1e9;
   e->res->compute_s += dur / 1e9;
   *sf = end;
   e->prev_start = ready;

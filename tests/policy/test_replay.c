@@ -370,6 +370,38 @@ START_TEST(read_mostly_eviction_keeps_the_device_copy) {
 }
 END_TEST
 
+/* A write to a ReadMostly duplicate faults, as in the simulator
+ * (test_sim_managed's write_to_read_duplicate_faults): the same trace as
+ * above and then a launch writing R, which is still duplicated on the
+ * device under ReadMostly: one fault, a fault batch's time, no bytes. */
+START_TEST(write_to_read_mostly_duplicate_faults) {
+  for (int rm = 0; rm < 2; rm++) {
+    begin(6 * MIB);
+    alloc(1, 2 * MIB);
+    alloc(2, 4 * MIB);
+    launch(1, 1, 1, POL_ACCESS_WRITE, 1000000);
+    launch(2, 1, 1, POL_ACCESS_READ, 1000000);
+    launch(3, 1, 1, POL_ACCESS_READ, 1000000);
+    launch(4, 2, 1, POL_ACCESS_WRITE, 1000000);
+    launch_at(5, 2, 1, 1, POL_ACCESS_WRITE, 1000000);
+    launch(6, 1, 1, POL_ACCESS_READ, 1000000);
+    launch(7, 1, 1, POL_ACCESS_WRITE, 1000000);
+    launch(8, 1, 1, POL_ACCESS_WRITE, 1000000); /* no duplicate left */
+    rp_trace_t t;
+    rp_model_t m;
+    load_ms(&t, &m);
+    m.read_mostly = rm;
+    m.watermark = 90;
+    rp_result_t r;
+    ck_assert_int_eq(rp_run(&t, &m, "predict", &r), 0);
+    ck_assert_uint_eq(r.faults, (uint64_t)rm);
+    ck_assert_uint_eq(r.fault_batches, (uint64_t)rm);
+    ck_assert_uint_eq(r.bytes_up, rm ? 0 : 2 * MIB);
+    rp_trace_free(&t);
+  }
+}
+END_TEST
+
 /* Under --place live a free waits for all the device's work, as cuMemFree
  * does in the simulator (the driver "may perform implicit synchronization"):
  * a free between two launches, of an allocation no launch uses, holds the
@@ -1007,6 +1039,7 @@ int main(void) {
   tcase_add_test(t, live_free_waits_for_the_device);
   tcase_add_test(t, live_once_reads_in_place);
   tcase_add_test(t, read_mostly_eviction_keeps_the_device_copy);
+  tcase_add_test(t, write_to_read_mostly_duplicate_faults);
   tcase_add_test(t, dead_writebacks_counted);
   tcase_add_test(t, faults_start_when_the_kernel_runs);
   tcase_add_test(t, live_native_alloc_evicts_managed);

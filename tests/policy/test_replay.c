@@ -333,6 +333,30 @@ START_TEST(live_once_reads_in_place) {
 }
 END_TEST
 
+/* R (1 chunk) written, read twice, X (2 chunks) made on a 3-chunk device,
+ * R read again, then `writes` launches writing R; replayed under predict
+ * with ReadMostly advised or not (rm) and libvx's watermark. */
+static void read_mostly_run(int rm, int writes, rp_result_t *r) {
+  begin(6 * MIB);
+  alloc(1, 2 * MIB);
+  alloc(2, 4 * MIB);
+  launch(1, 1, 1, POL_ACCESS_WRITE, 1000000);
+  launch(2, 1, 1, POL_ACCESS_READ, 1000000);
+  launch(3, 1, 1, POL_ACCESS_READ, 1000000);
+  launch(4, 2, 1, POL_ACCESS_WRITE, 1000000);
+  launch_at(5, 2, 1, 1, POL_ACCESS_WRITE, 1000000);
+  launch(6, 1, 1, POL_ACCESS_READ, 1000000);
+  for (int w = 0; w < writes; w++)
+    launch(7 + (uint64_t)w, 1, 1, POL_ACCESS_WRITE, 1000000);
+  rp_trace_t t;
+  rp_model_t m;
+  load_ms(&t, &m);
+  m.read_mostly = rm;
+  m.watermark = 90; /* libvx's: pushes down ahead of need */
+  ck_assert_int_eq(rp_run(&t, &m, "predict", r), 0);
+  rp_trace_free(&t);
+}
+
 /* A ReadMostly chunk that libvx evicts keeps its device copy (the
  * simulator's rule: a prefetch to the host makes a host copy, only
  * pressure drops the device one), so its next use moves nothing.  Room
@@ -346,58 +370,26 @@ END_TEST
  * brought it back up with the advice too. */
 START_TEST(read_mostly_eviction_keeps_the_device_copy) {
   for (int rm = 0; rm < 2; rm++) {
-    begin(6 * MIB);
-    alloc(1, 2 * MIB);
-    alloc(2, 4 * MIB);
-    launch(1, 1, 1, POL_ACCESS_WRITE, 1000000);
-    launch(2, 1, 1, POL_ACCESS_READ, 1000000);
-    launch(3, 1, 1, POL_ACCESS_READ, 1000000);
-    launch(4, 2, 1, POL_ACCESS_WRITE, 1000000);
-    launch_at(5, 2, 1, 1, POL_ACCESS_WRITE, 1000000);
-    launch(6, 1, 1, POL_ACCESS_READ, 1000000);
-    rp_trace_t t;
-    rp_model_t m;
-    load_ms(&t, &m);
-    m.read_mostly = rm;
-    m.watermark = 90; /* libvx's: pushes down ahead of need */
     rp_result_t r;
-    ck_assert_int_eq(rp_run(&t, &m, "predict", &r), 0);
+    read_mostly_run(rm, 0, &r);
     ck_assert_uint_eq(r.bytes_down, 4 * MIB); /* R's and then X's first chunk's write-backs */
     ck_assert_uint_eq(r.bytes_up, rm ? 0 : 2 * MIB);
     ck_assert_uint_eq(r.faults, 0);
-    rp_trace_free(&t);
   }
 }
 END_TEST
 
 /* A write to a ReadMostly duplicate faults, as in the simulator
  * (test_sim_managed's write_to_read_duplicate_faults): the same trace as
- * above and then a launch writing R, which is still duplicated on the
- * device under ReadMostly: one fault, a fault batch's time, no bytes. */
+ * above and then two launches writing R, still duplicated on the device
+ * under ReadMostly at the first: one fault, a fault batch's time, no bytes. */
 START_TEST(write_to_read_mostly_duplicate_faults) {
   for (int rm = 0; rm < 2; rm++) {
-    begin(6 * MIB);
-    alloc(1, 2 * MIB);
-    alloc(2, 4 * MIB);
-    launch(1, 1, 1, POL_ACCESS_WRITE, 1000000);
-    launch(2, 1, 1, POL_ACCESS_READ, 1000000);
-    launch(3, 1, 1, POL_ACCESS_READ, 1000000);
-    launch(4, 2, 1, POL_ACCESS_WRITE, 1000000);
-    launch_at(5, 2, 1, 1, POL_ACCESS_WRITE, 1000000);
-    launch(6, 1, 1, POL_ACCESS_READ, 1000000);
-    launch(7, 1, 1, POL_ACCESS_WRITE, 1000000);
-    launch(8, 1, 1, POL_ACCESS_WRITE, 1000000); /* no duplicate left */
-    rp_trace_t t;
-    rp_model_t m;
-    load_ms(&t, &m);
-    m.read_mostly = rm;
-    m.watermark = 90;
     rp_result_t r;
-    ck_assert_int_eq(rp_run(&t, &m, "predict", &r), 0);
+    read_mostly_run(rm, 2, &r); /* the second write finds no duplicate left */
     ck_assert_uint_eq(r.faults, (uint64_t)rm);
     ck_assert_uint_eq(r.fault_batches, (uint64_t)rm);
     ck_assert_uint_eq(r.bytes_up, rm ? 0 : 2 * MIB);
-    rp_trace_free(&t);
   }
 }
 END_TEST

@@ -36,7 +36,6 @@ uint64_t sim_eng_fit(const sim_engine *g, uint64_t t, uint64_t dur) {
 void sim_eng_take(sim_engine *g, uint64_t start, uint64_t dur) {
   if (!dur) return;
   uint64_t end = start + dur;
-  if (end > g->until) g->until = end;
   uint32_t i = eng_after(g, start); /* intervals before i end at or before start */
   int join_prev = i > 0 && g->e[i - 1] == start;
   int join_next = i < g->n && g->s[i] == end;
@@ -71,6 +70,12 @@ void sim_eng_take(sim_engine *g, uint64_t start, uint64_t dur) {
   g->s[i] = start;
   g->e[i] = end;
   g->n++;
+}
+
+/* When g is busy until: the end of its last interval (they are sorted),
+ * or its floor (the time before it counts as busy). */
+static uint64_t eng_until(const sim_engine *g) {
+  return g->n && g->e[g->n - 1] > g->floor ? g->e[g->n - 1] : g->floor;
 }
 
 uint64_t sim_eng_run(sim_engine *g, uint64_t t, uint64_t dur) {
@@ -142,9 +147,9 @@ SIM_API void simcuda_reset_stats(void) {
      * earlier than everything seen so far. */
     sim_dev *d = &sim_g.dev[i];
     uint64_t now = d->max_end > d->host_now ? d->max_end : d->host_now;
-    if (d->compute.until > now) now = d->compute.until;
-    if (d->h2d.until > now) now = d->h2d.until;
-    if (d->d2h.until > now) now = d->d2h.until;
+    const sim_engine *eng[] = {&d->compute, &d->h2d, &d->d2h};
+    for (int k = 0; k < 3; k++)
+      if (eng_until(eng[k]) > now) now = eng_until(eng[k]);
     d->epoch = d->host_now = d->max_end = now;
     d->compute.floor = d->h2d.floor = d->d2h.floor = now;
   }

@@ -50,7 +50,6 @@ typedef struct sim_ctx sim_ctx;
 #define SIM_ENG_SLOTS 512
 typedef struct sim_engine {
   uint64_t floor;
-  uint64_t until; /* the end of the last busy interval (busy-until) */
   uint32_t n;
   uint64_t s[SIM_ENG_SLOTS], e[SIM_ENG_SLOTS];
 } sim_engine;

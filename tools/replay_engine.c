@@ -703,8 +703,11 @@ static double upgrades(struct eng *e, const rp_event_t *ev) {
   uint64_t n = 0;
   for (uint32_t r = 0; r < ev->nr; r++) {
     const pol_range_t *rg = &e->t->rg[ev->r0 + r];
-    const rp_alloc_t *a = &e->t->al[e->t->rg_alloc[ev->r0 + r]];
-    if (rg->mode == POL_ACCESS_READ) continue;
+    uint32_t d = e->t->rg_alloc[ev->r0 + r];
+    const rp_alloc_t *a = &e->t->al[d];
+    /* only advice makes a duplicate (a clean chunk): a launch touching no
+     * advised allocation costs one test per range */
+    if (rg->mode == POL_ACCESS_READ || !e->rm[d]) continue;
     for (uint64_t i = rg->first; i < (uint64_t)rg->first + rg->count && i < a->nchunks; i++) {
       struct ck *c = &e->ck[a->base + i];
       if (!c->clean || c->loc != C_DEV) continue;

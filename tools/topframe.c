@@ -119,13 +119,24 @@ static char *rate(double bps, char *buf, size_t len) {
   return buf;
 }
 
+/* At most six characters ("9999", "999.9k", "1.2M"), so that a group of
+ * fields stays one line at 80 columns whatever the value: a launch rate
+ * taken since the start of a process a moment old ran into millions a
+ * second, printed "1234.5k", and pushed "alloc failures" onto a line of
+ * its own (cli_top failed on it now and then under a parallel ctest). */
 static char *count(uint64_t x, char *buf, size_t len) {
-  if (x < 10000)
+  static const char units[] = "kMGTPE";
+  if (x < 10000) {
     snprintf(buf, len, "%llu", (unsigned long long)x);
-  else if (x < 10000000)
-    snprintf(buf, len, "%.1fk", x / 1e3);
-  else
-    snprintf(buf, len, "%.1fM", x / 1e6);
+    return buf;
+  }
+  double v = (double)x / 1e3;
+  int u = 0;
+  while (v >= 999.95 && u < 5) {
+    v /= 1e3;
+    u++;
+  }
+  snprintf(buf, len, "%.1f%c", v, units[u]);
   return buf;
 }
 

@@ -21,7 +21,9 @@ typedef struct rp_event {
   uint32_t type;  /* POL_TREC_* */
   uint32_t alloc; /* ALLOC/FREE: dense allocation index */
   uint64_t time, dur, kernel, stream;
-  uint64_t r0; /* LAUNCH: first range in ranges[] */
+  uint64_t dur_own; /* LAUNCH: its own recorded duration (dur: a measured trace's shortest of
+                     * the same launches, rp_trace_load) */
+  uint64_t r0;      /* LAUNCH: first range in ranges[] */
   uint32_t nr;
   uint32_t dir, flags; /* COPY: POL_COPY_HTOD or _DTOH; POL_COPY_SYNC */
   uint64_t off, bytes; /* COPY: of allocation `alloc`, within it */

@@ -722,6 +722,26 @@ static double upgrades(struct eng *e, const rp_event_t *ev) {
   return (double)batches * e->m->fault_ns;
 }
 
+/* The compute of a launch whose duration was measured (a VX_TRACE), given
+ * hx, the time this replay charges it for host memory it reaches over the
+ * link.  A measured duration holds what the kernel reached over the link
+ * in the run.  ev->dur, the shortest of the same launches (rp_trace_load),
+ * leaves out what the run read past the ranges vx inferred, but it may be
+ * an instance that read nothing over the link: less hx, it dropped the
+ * compute of a kernel this replay serves from host memory (two-stream: a
+ * kernel that took 4.06 ms in the run, 1.38 of them compute, replayed in
+ * 2.80).  Its own duration less hx is the compute when the replay charges
+ * the link the run had; the smaller of the two, never less than the bytes
+ * at device speed.  Never less than the shortest less hx (the rule before),
+ * and a launch takes at least the shortest, the bound's compute. */
+static double measured_compute(const struct eng *e, const rp_event_t *ev, uint64_t touched,
+                               double hx) {
+  double floor = (double)touched / e->m->dev_bps * 1e9;
+  double own = (double)(ev->dur_own > ev->dur ? ev->dur_own : ev->dur) - hx;
+  double c = (double)ev->dur < own ? (double)ev->dur : own;
+  return c > floor ? c : floor;
+}
+
 static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
   uint64_t chunks = 0;
   for (uint32_t r = 0; r < ev->nr; r++)
@@ -767,13 +787,7 @@ static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
   if (up > 0) e->h2d_free = ready + up;
   if (down > 0) e->d2h_free = ready + down;
   double dur = rp_launch_ns(ev, touched, e->m);
-  /* A measured duration includes the host memory the kernel reached over
-   * the link, which hx charges here: the compute is the rest, never less
-   * than its bytes at device speed. */
-  if (e->t->measured && ev->dur) {
-    double floor = (double)touched / e->m->dev_bps * 1e9;
-    dur = dur - hx > floor ? dur - hx : floor;
-  }
+  if (e->t->measured && ev->dur) dur = measured_compute(e, ev, touched, hx);
   double wf = upgrades(e, ev);
   double end = ready + hx + wf + dur;
   e->compute_free = end;

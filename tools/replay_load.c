@@ -101,6 +101,7 @@ static int on_launch(struct loader *L, const pol_trace_rec_t *rec) {
   *e = (rp_event_t){.type = rec->type,
                     .time = rec->time,
                     .dur = rec->dur_ns,
+                    .dur_own = rec->dur_ns,
                     .kernel = rec->kernel,
                     .stream = rec->stream,
                     .r0 = t->nrg};

@@ -522,6 +522,39 @@ START_TEST(measured_durations_per_launch_site) {
 }
 END_TEST
 
+/* A kernel the replay serves from host memory keeps its compute.  Kernel 7
+ * read its chunk over the link in the run twice (3 ms: 2 of compute, 1 of
+ * the chunk at this model's link speed) and once from the device (2 ms);
+ * on a device with no room the replay reads it over the link each time.
+ * (native memory holds it all, as libvx placed it: --place recorded).  The
+ * shortest less the link (1 ms) would take the compute for the link and
+ * replay the three in 6 ms; each launch's own time less the link, no more
+ * than the shortest, gives the run's 8 ms.  With room for the chunk no
+ * launch reads over the link: 2 ms each, the shortest, and the first
+ * touch's fault. */
+START_TEST(measured_durations_keep_the_compute) {
+  begin_flags(2 * MIB, POL_TRACE_MEASURED);
+  alloc_flags(2, 2 * MIB, 1); /* native, as libvx placed it: no room left */
+  alloc(1, 2 * MIB);
+  launch(7, 1, 1, POL_ACCESS_READ, 3000000);
+  launch(7, 1, 1, POL_ACCESS_READ, 2000000);
+  launch(7, 1, 1, POL_ACCESS_READ, 3000000);
+  rp_trace_t t;
+  rp_model_t m;
+  rp_result_t r;
+  load_ms(&t, &m);
+  m.live_place = RP_PLACE_RECORDED;
+  ck_assert_int_eq(rp_run(&t, &m, "demand", &r), 0);
+  ck_assert_uint_eq(r.bytes_up, 6 * MIB); /* three reads over the link */
+  NEAR(r.total_s, 8.0 / 1e3);
+  m.capacity = 4 * MIB;
+  ck_assert_int_eq(rp_run(&t, &m, "demand", &r), 0);
+  ck_assert_uint_eq(r.faults, 1); /* the first touch */
+  NEAR(r.total_s, 6.0 / 1e3 + m.fault_ns / 1e9);
+  rp_trace_free(&t);
+}
+END_TEST
+
 START_TEST(predict_cost_by_hand) {
   rp_trace_t t;
   rp_model_t m;
@@ -1025,6 +1058,7 @@ int main(void) {
   tcase_add_test(t, demand_cost_by_hand);
   tcase_add_test(t, measured_durations_take_the_shortest);
   tcase_add_test(t, measured_durations_per_launch_site);
+  tcase_add_test(t, measured_durations_keep_the_compute);
   tcase_add_test(t, live_placement_keeps_native_resident);
   tcase_add_test(t, recorded_placement_follows_the_trace);
   tcase_add_test(t, live_exec_pins_low_reuse);

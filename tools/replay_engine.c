@@ -847,7 +847,7 @@ static int setup(struct eng *e, const rp_trace_t *t, const rp_model_t *m, const 
   e->uses = calloc(t->nal + 1, sizeof *e->uses);
   e->pin_uses = calloc(t->nal + 1, sizeof *e->pin_uses);
   e->once = calloc(t->nal + 1, 1);
-  if (!e->pin_uses || !e->once) return -ENOMEM;
+  if (!e->ups || !e->uses || !e->pin_uses || !e->once) return -ENOMEM;
   e->idm_pool = calloc(t->nal + 1, sizeof *e->idm_pool);
   e->missing = calloc(t->nchunks + 1, sizeof *e->missing);
   if (seen_ranges(e)) return -ENOMEM;

@@ -737,7 +737,7 @@ static double upgrades(struct eng *e, const rp_event_t *ev) {
 static double measured_compute(const struct eng *e, const rp_event_t *ev, uint64_t touched,
                                double hx) {
   double floor = (double)touched / e->m->dev_bps * 1e9;
-  double own = (double)(ev->dur_own > ev->dur ? ev->dur_own : ev->dur) - hx;
+  double own = (double)ev->dur_own - hx; /* dur_own >= dur: dur is the shortest of them */
   double c = (double)ev->dur < own ? (double)ev->dur : own;
   return c > floor ? c : floor;
 }

@@ -419,7 +419,16 @@ static void feedback(ex_dev_t *d, const ex_op_t *ops, int n) {
  *   (pages that bounce are pinned to host memory and mapped), which vx's
  *   prefetches would otherwise keep from happening.  Under demand paging
  *   with an inference loop the driver does it; without it predict moved
- *   every weight every token.
+ *   every weight every token.  Not when its kernels hide its moves: when
+ *   the shortest of EX_KT_SAMPLES launches timed since its chunks first
+ *   came up computed for at least 1/EX_PIN_HIDE of what reading the whole
+ *   allocation over the link takes (exec_time.c measures both), and it
+ *   takes at most 1/EX_PIN_ROOM of the movable room.  A kernel
+ *   reading over the link holds the compute engine for the transfer, where
+ *   a prefetch runs beside the kernels before it: the two-stream
+ *   workload's training tensors (a fifth to half of their link time in
+ *   compute per use) moved again play 1.39 -> 1.35 s, while decode weights
+ *   (kernels of a thirtieth of it) are pinned as before.
  * - once (EX_PIN_ONCE, for one use): it was made on the device (its first
  *   touch was there: nothing ever came up), has been pushed down since,
  *   and a launch the plan did not see coming wants it back (at least half
@@ -438,6 +447,8 @@ static void feedback(ex_dev_t *d, const ex_op_t *ops, int n) {
  *   weights reused at once (moe's experts) pay one read over the link, in
  *   the first iteration only. */
 #define EX_PIN_MAX 4
+#define EX_PIN_HIDE 10
+#define EX_PIN_ROOM 4
 
 typedef struct ex_pin {
   uint64_t id;
@@ -448,9 +459,42 @@ typedef struct ex_pin {
   int for_good; /* EX_PIN_THRASH: the policy plans nothing for it from now on (pol_pin) */
 } ex_pin_t;
 
+/* 1 if the timed kernels that reached e compute for at least 1/EX_PIN_HIDE
+ * of the time e takes to cross the link (exec_time.c; 0 while either is
+ * not measured), and e fits 1/EX_PIN_ROOM of the movable room: a prefetch
+ * runs beside the kernels before it only if it has room beside what they
+ * use (two chunks taking turns in a one-chunk device wait for each other
+ * whatever the compute: test_replay.c, live_exec_pins_low_reuse). */
+static int compute_hides(const ex_dev_t *d, const ex_alloc_t *e) {
+  uint64_t bpus = d->time.bpus;                        /* bytes per microsecond */
+  uint64_t room = pol_used(d->pol) + pol_room(d->pol); /* the movable room, chunks */
+  return e->kt_n && bpus && (uint64_t)EX_PIN_ROOM * e->nchunks <= room &&
+         (double)e->kt_min * EX_PIN_HIDE * (double)bpus >= (double)e->size * 1e3;
+}
+
+/* Timed launches that have run (ex_time_harvest): each allocation keeps
+ * the shortest. */
+static void note_timed_locked(ex_dev_t *d, const ex_ktres_t *t, int n) {
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < t[i].nid; k++) {
+      ex_alloc_t *e;
+      HASH_FIND(hh, d->by_id, &t[i].id[k], sizeof t[i].id[k], e);
+      if (!e || e->kt_n >= EX_KT_SAMPLES) continue;
+      if (!e->kt_n || t[i].ns < e->kt_min) e->kt_min = t[i].ns;
+      e->kt_n++;
+    }
+}
+
 /* e->uses counts this launch's references already. */
-static int pin_due(const ex_alloc_t *e) {
-  return !e->pinned && e->ups >= 2ull * e->nchunks && 2 * e->uses < 3 * e->ups;
+static int pin_due(const ex_dev_t *d, const ex_alloc_t *e) {
+  return !e->pinned && e->ups >= 2ull * e->nchunks && 2 * e->uses < 3 * e->ups &&
+         !compute_hides(d, e);
+}
+
+/* 1 if a launch reaching e is to be timed for it: a thrash pin's candidate
+ * (it came up whole once), not timed enough yet. */
+static int time_due(const ex_alloc_t *e) {
+  return !e->pinned && e->ups >= e->nchunks && e->kt_n < EX_KT_SAMPLES;
 }
 
 static int pin_once_due(const ex_alloc_t *e, const pol_plan_t *pl) {
@@ -486,13 +530,20 @@ static int planned_on(const ex_dev_t *d, uint32_t seq, uint64_t stream) {
  * lagging stream read it, past the budget).  Two streams are exact; of
  * three or more, the latest two that reached a chunk are waited for. */
 static int count_refs_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, uint32_t seq,
-                             uint64_t stream, const pol_plan_t *pl, ex_pin_t *pin) {
+                             uint64_t stream, const pol_plan_t *pl, ex_pin_t *pin, uint64_t *kt,
+                             int *nkt) {
   int np = 0;
   for (uint32_t k = 0; k < n; k++) {
     ex_alloc_t *e;
     HASH_FIND(hh, d->by_id, &r[k].alloc_id, sizeof r[k].alloc_id, e);
     if (!e) continue;
     e->uses += r[k].count;
+    if (*nkt < EX_KT_IDS && time_due(e)) {
+      int seen = 0;
+      for (int i = 0; i < *nkt; i++)
+        seen |= kt[i] == e->id;
+      if (!seen) kt[(*nkt)++] = e->id;
+    }
     for (uint32_t c = r[k].first; c < r[k].first + r[k].count && c < e->nchunks; c++) {
       uint32_t prev = e->last_use[c];
       if (prev && prev != seq && planned_on(d, prev, stream) == 0) e->other_use[c] = prev;
@@ -510,7 +561,7 @@ static int count_refs_locked(ex_dev_t *d, const pol_range_t *r, uint32_t n, uint
       e->rented = 1;
       e->pin_uses = e->uses;
       pin[np++] = x;
-    } else if (pin_due(e)) {
+    } else if (pin_due(d, e)) {
       e->pinned = EX_PIN_THRASH;
       x.for_good = 1;
       pin[np++] = x;
@@ -594,6 +645,7 @@ typedef struct ex_pend {
   ex_dev_t *ordered;
   uint32_t seq;
   CUstream stream;
+  int timed; /* ex_time_launch_begin's slot, 0 = the launch is not timed */
 } ex_pend_t;
 static __thread ex_pend_t ex_pending;
 
@@ -611,6 +663,8 @@ static __thread ex_pend_t ex_pending;
 static void order_take(ex_dev_t *d) {
   if (ex_pending.ordered) { /* a launch whose end was never marked: let it go */
     ex_pending.seq = 0;
+    ex_time_launch_end(&ex_pending.ordered->time, ex_pending.timed, NULL, 0);
+    ex_pending.timed = 0;
     vx_mutex_unlock(&ex_pending.ordered->order, EX_ORDER_RANK(ex_pending.ordered));
   }
   vx_mutex_lock(&d->order, EX_ORDER_RANK(d));
@@ -752,15 +806,20 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
   int nops = 0, npin = 0;
   uint32_t me = 0, pin_group = 0;
   ex_pin_t pin[EX_PIN_MAX];
+  uint64_t kt[EX_KT_IDS];
+  int nkt = 0;
   order_take(d); /* released by exec_launched once the launch is marked */
+  ex_ktres_t timed[EX_KT_RING];
+  int ntimed = d->time.kn || d->time.ln ? ex_time_harvest(&d->time, timed, EX_KT_RING) : 0;
   vx_mutex_lock(&d->lock, EX_RANK(d));
+  note_timed_locked(d, timed, ntimed);
   uint64_t room = d->pol ? pol_room(d->pol) : 0;
   if (d->pol && pol_launch(d->pol, &l, &plan) >= 0) {
     hits = take_hits_locked(d, ranges, n, &wait);
     while (!(me = ++d->lseq)) { /* 0 means none */
     }
-    npin = count_refs_locked(d, ranges, n, me, l.stream, &plan,
-                             pin); /* first: their prefetches are dropped */
+    npin = count_refs_locked(d, ranges, n, me, l.stream, &plan, pin, kt,
+                             &nkt); /* first: their prefetches are dropped */
     if (npin) pin_group = pin_room_locked(d, &plan, pin, npin, &room);
     nops = translate_locked(d, &plan, ops, &missed);
     waits_locked(d, ops, nops, room);
@@ -782,14 +841,15 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
   }
   count_use(dev, hits, missed);
   if (npin) pin_to_host(dev, pin, npin, pin_group, ex_side_get(d), stream);
-  if (!nops && !wait) return CUDA_SUCCESS;
   if (wait) ex_side_wait(d, wait, stream);
-  ex_run_plan(d, dev, ops, nops, stream);
+  if (nops) ex_run_plan(d, dev, ops, nops, stream);
   for (int i = 0; i < nops; i++)
     if (ops[i].failed && !ops[i].dropped) { /* the dropped ones were told at translation */
       feedback(d, ops, nops);
       break;
     }
+  /* timed from here: after what vx made the stream wait for */
+  if (me && nkt) ex_pending.timed = ex_time_launch_begin(&d->time, stream, kt, nkt);
   return CUDA_SUCCESS;
 }
 
@@ -797,6 +857,8 @@ void exec_launched(CUresult r) {
   ex_pend_t p = ex_pending;
   if (!p.seq) return;
   ex_pending.seq = 0;
+  ex_pending.timed = 0;
+  ex_time_launch_end(&p.ordered->time, p.timed, p.stream, r == CUDA_SUCCESS);
   /* The side streams are made here if no plan has issued anything yet: a
    * launch whose plan moved nothing (a demand-paging plan with room, a
    * predictor's first launches) is still one a later eviction must wait
@@ -840,6 +902,7 @@ void exec_atfork_parent(void) {
 void exec_atfork_child(void) {
   for (int i = 0; i < VX_MAX_DEVICES; i++) {
     pthread_mutex_init(&ex_dev[i].lock, NULL);
-    ex_dev[i].side = NULL; /* the parent's stream means nothing here (leaked) */
+    ex_dev[i].side = NULL;          /* the parent's stream means nothing here (leaked) */
+    ex_time_reset(&ex_dev[i].time); /* so are its events */
   }
 }

@@ -34,6 +34,17 @@
 
 enum { EX_PIN_NONE = 0, EX_PIN_THRASH, EX_PIN_ONCE }; /* ex_alloc_t.pinned (exec.c) */
 
+/* Timing what hides a transfer (exec_time.c): launches reaching a thrash
+ * pin's candidates are timed on the device, and so are some AHEAD
+ * prefetches, for the link's rate. */
+#define EX_KT_SAMPLES 4      /* launches timed per allocation */
+#define EX_KT_IDS 4          /* allocations one timed launch informs */
+#define EX_KT_RING 16        /* timed launches in flight per device */
+#define EX_LT_RING 4         /* timed prefetches in flight per device */
+#define EX_LT_RATES 8        /* link rate samples kept (their median is the rate) */
+#define EX_LT_MIN (2u << 20) /* prefetches smaller than a chunk are not timed */
+#define EX_LT_EVERY 64       /* ... and once EX_LT_RATES are in, one in this many */
+
 typedef struct ex_alloc {
   uint64_t id;
   CUdeviceptr base;
@@ -48,6 +59,8 @@ typedef struct ex_alloc {
   uint8_t rented;             /* it had its EX_PIN_ONCE (exec.c) */
   uint8_t in_place;           /* its extents are guesses: PreferredLocation host advised */
   uint64_t pin_uses;          /* EX_PIN_ONCE: `uses` when it was pinned */
+  uint64_t kt_min;            /* shortest timed launch that reached it, ns (kt_n > 0) */
+  uint32_t kt_n;              /* launches timed for it */
   UT_hash_handle hh;
   uint32_t *last_use;  /* per chunk: the planned launch (ex_dev_t.lseq) that last
                         * reached it; 0 = none (points past ahead[]) */
@@ -78,6 +91,35 @@ typedef struct ex_side {
   uint32_t dseq[EX_DRING]; /* atomic: the eviction group each was last recorded after */
 } ex_side_t;
 
+/* Timed launches and prefetches in flight, and the link's rate; under the
+ * device's `order` lock (exec.c: held from a plan to its launch's mark). */
+typedef struct ex_time {
+  struct {
+    CUevent a, b; /* made on first use, kept */
+    uint64_t id[EX_KT_IDS];
+    uint8_t nid, state; /* EX_T_* */
+  } k[EX_KT_RING];
+  uint32_t khead, kn; /* k[]: a FIFO of started or recorded slots */
+  struct {
+    CUevent a, b;
+    uint64_t bytes;
+    uint8_t state;
+  } l[EX_LT_RING];
+  uint32_t lhead, ln;
+  uint32_t rate[EX_LT_RATES]; /* bytes per microsecond */
+  uint32_t nrate, rate_at, skip;
+  uint32_t bpus; /* the median of rate[], 0 = not measured */
+} ex_time_t;
+
+enum { EX_T_FREE = 0, EX_T_STARTED, EX_T_RECORDED };
+
+/* A timed launch's result (ex_time_harvest): its allocations and ns. */
+typedef struct ex_ktres {
+  uint64_t id[EX_KT_IDS];
+  uint8_t nid;
+  uint64_t ns;
+} ex_ktres_t;
+
 /* Room on the device, as the replay's model has it (a freed slot is usable
  * once its old chunk's write-back ends): a prefetch takes room that is free
  * now first, then the room of the oldest evictions still under way, and
@@ -106,6 +148,7 @@ typedef struct ex_dev {
   uint32_t seq;  /* AHEAD batches planned */
   uint32_t lseq; /* launches planned */
   ex_room_t room;
+  ex_time_t time; /* under `order` */
   ex_alloc_t *by_id;
   ex_side_t *side; /* atomic; created on first use */
 } ex_dev_t;
@@ -160,6 +203,23 @@ int ex_run_evictions(ex_dev_t *d, int dev, ex_op_t *ops, int n);
 int ex_group_ended(ex_dev_t *d, uint32_t group);
 /* Marks the end of eviction group `group`, just enqueued on `down`. */
 void ex_group_mark(ex_side_t *x, uint32_t group);
+
+// ---- exec_time.c (under the device's `order` lock) ----
+
+/* Starts timing a launch about to be enqueued on s (after vx's waits on
+ * it), for allocations ids[0..n): returns its slot + 1, 0 if not timed. */
+int ex_time_launch_begin(ex_time_t *t, CUstream s, const uint64_t *ids, int n);
+/* Ends it after the real launch (ok: it was enqueued on s), or drops it. */
+void ex_time_launch_end(ex_time_t *t, int slot, CUstream s, int ok);
+/* The timed launches that have run, oldest first, into out[0..max);
+ * returns how many.  Also takes the link's finished samples into bpus. */
+int ex_time_harvest(ex_time_t *t, ex_ktres_t *out, int max);
+/* Starts timing an AHEAD prefetch of `bytes` on s: slot + 1, or 0. */
+int ex_time_link_begin(ex_time_t *t, CUstream s, uint64_t bytes);
+/* Ends it (ok: the prefetch was issued). */
+void ex_time_link_end(ex_time_t *t, int slot, CUstream s, int ok);
+/* Forgets everything (a forked child: the events are the parent's). */
+void ex_time_reset(ex_time_t *t);
 
 // ---- exec_extent.c (under the device lock) ----
 

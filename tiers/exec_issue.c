@@ -230,7 +230,8 @@ static int down_after_uses(ex_side_t *x, ex_waited_t *w, const ex_op_t *o, CUstr
  * group whose room it takes (none when its room is free now), so that the
  * link's two directions overlap.  Each prefetch is followed by its event,
  * so that a launch waits only for the prefetch it needs. */
-static void issue_ahead(ex_op_t *ops, int n, int dev, ex_side_t *x, CUstream s, ex_waited_t *w) {
+static void issue_ahead(ex_op_t *ops, int n, int dev, ex_side_t *x, CUstream s, ex_waited_t *w,
+                        ex_time_t *t) {
   for (int i = 0; i < n; i++) {
     if (ops[i].op == POL_OP_EVICT) {
       if (!ops[i].dropped && down_after_uses(x, w, &ops[i], s)) {
@@ -245,7 +246,11 @@ static void issue_ahead(ex_op_t *ops, int n, int dev, ex_side_t *x, CUstream s, 
       mark_failed(ops + i, n - i);
       return;
     }
+    /* a large prefetch is timed for the link's rate (exec_time.c), after
+     * the room it waits for */
+    int lt = ops[i].dropped || ops[i].nodata ? 0 : ex_time_link_begin(t, x->up, ops[i].n);
     issue(ops + i, 1, dev, x->up);
+    ex_time_link_end(t, lt, x->up, !ops[i].failed);
     if (ops[i].dropped) continue;
     if (ops[i].seq && !ops[i].failed) side_mark(x, ops[i].seq);
   }
@@ -375,5 +380,5 @@ void ex_run_plan(ex_dev_t *d, int dev, ex_op_t *ops, int n, CUstream s) {
     ex_order_after(d->paging ? x->down : x->now, &s, 1);
   }
   if (req == n) return;
-  issue_ahead(ops + req, n - req, dev, x, s, &w);
+  issue_ahead(ops + req, n - req, dev, x, s, &w, &d->time);
 }

@@ -108,6 +108,10 @@ typedef struct rp_result {
   /* bytes written back that no launch read before the chunk was freed or
    * wholly written again: write-back only a discard of dead data saves */
   uint64_t bytes_down_dead;
+  /* --place live: allocations libvx's thrash rule pins to host memory for
+   * good (tiers/exec.c, pin_due; vx stat's host_pins counts these and the
+   * pins for one use) */
+  uint64_t host_pins;
   double overhead, oracle_gain_share;
   double bound_gain_share; /* (demand - this) / (demand - bound), on total time */
 } rp_result_t;

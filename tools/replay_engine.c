@@ -1,6 +1,7 @@
 /* replay_engine.c: the cost model.  A compute timeline per stream, an H2D and a
  * D2H copy engine at link bandwidth overlapping compute, demand faults that stall. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
@@ -30,6 +31,14 @@ enum { WB_NONE = 0, WB_OUT, WB_LAUNCH };
 
 #define THRASH_PIN 8 /* tests/simcuda/sim_managed.c, SIM_THRASH_PIN */
 
+/* --place live: libvx's timing of a thrash pin's candidates (tiers/exec_int.h:
+ * EX_KT_SAMPLES launches per allocation, EX_KT_IDS allocations per launch;
+ * tiers/exec.c: EX_PIN_HIDE) */
+#define KT_SAMPLES 4
+#define KT_IDS 4
+#define PIN_HIDE 10
+#define PIN_ROOM 4
+
 /* --place live: libvx's pin for one use, per allocation (live_once) */
 enum { ONCE_PINNED = 1, ONCE_DONE };
 
@@ -46,9 +55,13 @@ struct eng {
   struct ck *ck;
   uint32_t sentinel; /* LRU list head, index nchunks */
   uint8_t *tier, *rm;
-  uint64_t *ups, *uses; /* --place live: libvx's pin counts per allocation (tiers/exec.c) */
-  uint64_t *pin_uses;   /* ... `uses` when pinned for one use */
-  uint8_t *once;        /* ... 0, ONCE_PINNED, ONCE_DONE (tiers/exec.c: EX_PIN_ONCE) */
+  uint64_t *ups, *uses;    /* --place live: libvx's pin counts per allocation (tiers/exec.c) */
+  uint64_t *pin_uses;      /* ... `uses` when pinned for one use */
+  uint8_t *once;           /* ... 0, ONCE_PINNED, ONCE_DONE (tiers/exec.c: EX_PIN_ONCE) */
+  double *kt_min;          /* ... the shortest timed launch that reached it (kt_n > 0) */
+  uint8_t *kt_n;           /* ... launches timed for it (tiers/exec.c: time_due) */
+  uint32_t kt_due[KT_IDS]; /* the launch being run is timed for these */
+  int nkt_due;
   struct idm *ids, *idm_pool;
   uint64_t cap, used, native;
   double h2d_free, d2h_free, prio_free, t_issue, prev_start, end;
@@ -650,19 +663,40 @@ static void pin_to_host(struct eng *e, uint32_t d, double T) {
 }
 
 /* libvx's executor pins an allocation to host memory once it has brought
- * it up twice over and each chunk brought up served fewer than 1.5 uses
+ * it up twice over and each chunk brought up served fewer than 1.5 uses,
+ * unless the kernels that reach it compute long enough to hide its moves
  * (tiers/exec.c, pin_due): its chunks on the device go down once, its
- * prefetches are dropped from then on, and kernels read it over the link. */
+ * prefetches are dropped from then on, and kernels read it over the link.
+ * libvx times the launches reaching an allocation once it has come up
+ * whole (on the device: the kernel's own run, its reads over the link
+ * included), its first KT_SAMPLES, and keeps the shortest; its link time
+ * is the allocation's size at the link's rate, which libvx measures from
+ * its own prefetches. */
 static void live_pins(struct eng *e, const rp_event_t *ev, double T) {
+  e->nkt_due = 0;
   for (uint32_t r = 0; r < ev->nr; r++) {
     uint32_t d = e->t->rg_alloc[ev->r0 + r];
     const rp_alloc_t *a = &e->t->al[d];
     e->uses[d] += e->t->rg[ev->r0 + r].count;
+    if (e->tier[d] == POL_TIER_MANAGED && e->ups[d] >= a->nchunks && e->kt_n[d] < KT_SAMPLES &&
+        e->nkt_due < KT_IDS) {
+      int seen = 0;
+      for (int i = 0; i < e->nkt_due; i++)
+        seen |= e->kt_due[i] == d;
+      if (!seen) e->kt_due[e->nkt_due++] = d;
+    }
     if (e->tier[d] != POL_TIER_MANAGED || e->ups[d] < 2ull * a->nchunks ||
         2 * e->uses[d] >= 3 * e->ups[d])
       continue;
+    /* its kernels hide its moves: they computed, per use, a tenth of its
+     * time over the link or more (libvx times them), and it fits a
+     * quarter of the movable room, beside what the kernels before use */
+    if (e->kt_n[d] && e->kt_min[d] * PIN_HIDE >= xfer(e, a->size) &&
+        (uint64_t)PIN_ROOM * a->nchunks <= e->cap)
+      continue;
     pin_to_host(e, d, T);
     pol_pin(e->pol, a->id, 1);
+    e->res->host_pins++;
   }
 }
 
@@ -790,6 +824,13 @@ static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
   if (e->t->measured && ev->dur) dur = measured_compute(e, ev, touched, hx);
   double wf = upgrades(e, ev);
   double end = ready + hx + wf + dur;
+  for (int i = 0; e->m->live_place && i < e->nkt_due; i++) { /* timed on the device */
+    uint32_t d = e->kt_due[i];
+    double v = hx + wf + dur;
+    if (!e->kt_n[d] || v < e->kt_min[d]) e->kt_min[d] = v;
+    e->kt_n[d]++;
+  }
+  e->nkt_due = 0;
   e->compute_free = end;
   e->res->bytes_up += host.rd;
   e->res->bytes_down += host.wr;
@@ -847,7 +888,9 @@ static int setup(struct eng *e, const rp_trace_t *t, const rp_model_t *m, const 
   e->uses = calloc(t->nal + 1, sizeof *e->uses);
   e->pin_uses = calloc(t->nal + 1, sizeof *e->pin_uses);
   e->once = calloc(t->nal + 1, 1);
-  if (!e->ups || !e->uses || !e->pin_uses || !e->once) return -ENOMEM;
+  e->kt_min = calloc(t->nal + 1, sizeof *e->kt_min);
+  e->kt_n = calloc(t->nal + 1, 1);
+  if (!e->ups || !e->uses || !e->pin_uses || !e->once || !e->kt_min || !e->kt_n) return -ENOMEM;
   e->idm_pool = calloc(t->nal + 1, sizeof *e->idm_pool);
   e->missing = calloc(t->nchunks + 1, sizeof *e->missing);
   if (seen_ranges(e)) return -ENOMEM;
@@ -897,6 +940,8 @@ static void teardown(struct eng *e) {
   free(e->uses);
   free(e->pin_uses);
   free(e->once);
+  free(e->kt_min);
+  free(e->kt_n);
   free(e->idm_pool);
   free(e->missing);
   free(e->plan.actions);

@@ -279,7 +279,11 @@ END_TEST
  * predict, an allocation brought up twice over whose chunks serve fewer
  * than 1.5 uses each time is pinned to host memory, its prefetches dropped
  * and the kernels reading it over the link; movable, it is fetched each time
- * (the model without the pins prefetched 40 times on this trace). */
+ * (the model without the pins prefetched 40 times on this trace).  Its
+ * kernels compute 1 ms, half its 2 ms over the link, but the two chunks
+ * take turns in a one-chunk device: each move waits for the kernel before,
+ * whatever the compute, so the pin is due (tiers/exec.c, compute_hides:
+ * the allocation is past a quarter of the room). */
 START_TEST(live_exec_pins_low_reuse) {
   rp_trace_t t;
   rp_model_t m;
@@ -291,9 +295,49 @@ START_TEST(live_exec_pins_low_reuse) {
   ck_assert_int_eq(rp_run(&t, &m, "predict", &live), 0);
   ck_assert_uint_ge(live.prefetches, 4); /* two uploads of each chunk first */
   ck_assert_uint_le(live.prefetches, 9);
+  ck_assert_uint_eq(live.host_pins, 1);
   ck_assert_uint_eq(live.bytes_up, 38 * 2 * MIB); /* as many bytes cross, read in place */
   ck_assert_uint_eq(live.faults, 0);
   rp_trace_free(&t);
+}
+END_TEST
+
+/* Twenty one-chunk allocations read in turn, ten times over, in a device
+ * of sixteen chunks (twelve movable): some come up once per use, which
+ * the thrash rule pins.  Read by kernels of 10 us against the 1 ms a chunk
+ * takes over the link here (2 MiB per ms), two are pinned; read by kernels
+ * of 5 ms, the one of them whose launches were timed before its pin was
+ * due stays movable (tiers/exec.c, compute_hides: the shortest timed
+ * kernel against a tenth of the link time, the allocation within a
+ * quarter of the room): a prefetch of it runs beside the kernel before,
+ * where reading it over the link would hold the compute engine.  The other
+ * came up twice before any launch of it was timed: pinned, as before the
+ * rule, since nothing says its kernels hide anything. */
+static void round_robin(rp_trace_t *t, rp_model_t *m, uint64_t dur_ns) {
+  begin(32 * MIB);
+  for (uint64_t id = 1; id <= 20; id++)
+    alloc(id, 2 * MIB);
+  for (int i = 0; i < 200; i++)
+    launch(40 + (uint64_t)(i % 20), 1 + (uint64_t)(i % 20), 1, POL_ACCESS_READ, dur_ns);
+  load_ms(t, m);
+}
+
+START_TEST(live_exec_no_pin_where_compute_hides_the_moves) {
+  rp_trace_t t;
+  rp_model_t m;
+  rp_result_t brief, long_;
+  round_robin(&t, &m, 10000);
+  m.live_place = 1;
+  ck_assert_int_eq(rp_run(&t, &m, "predict", &brief), 0);
+  rp_trace_free(&t);
+  round_robin(&t, &m, 5000000);
+  m.live_place = 1;
+  ck_assert_int_eq(rp_run(&t, &m, "predict", &long_), 0);
+  rp_trace_free(&t);
+  ck_assert_uint_eq(brief.host_pins, 2);
+  ck_assert_uint_eq(long_.host_pins, 1);
+  ck_assert_uint_gt(long_.prefetches, brief.prefetches); /* it goes on moving */
+  ck_assert_uint_eq(long_.faults, 0);
 }
 END_TEST
 
@@ -1062,6 +1106,7 @@ int main(void) {
   tcase_add_test(t, live_placement_keeps_native_resident);
   tcase_add_test(t, recorded_placement_follows_the_trace);
   tcase_add_test(t, live_exec_pins_low_reuse);
+  tcase_add_test(t, live_exec_no_pin_where_compute_hides_the_moves);
   tcase_add_test(t, live_free_waits_for_the_device);
   tcase_add_test(t, live_once_reads_in_place);
   tcase_add_test(t, read_mostly_eviction_keeps_the_device_copy);

@@ -785,7 +785,7 @@ void exec_native_unclaim(int dev, uint64_t bytes) {
 }
 
 CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_t *ranges,
-                     uint32_t n) {
+                     uint32_t n, int graph) {
   if (!ex_planning || !n) return CUDA_SUCCESS;
   /* Plans are hints, and some of their calls (advice, spills) would
    * invalidate another thread's capture: none while one is in progress. */
@@ -849,7 +849,7 @@ CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_
       break;
     }
   /* timed from here: after what vx made the stream wait for */
-  if (me && nkt) ex_pending.timed = ex_time_launch_begin(&d->time, stream, kt, nkt);
+  if (me && nkt && !graph) ex_pending.timed = ex_time_launch_begin(&d->time, stream, kt, nkt);
   return CUDA_SUCCESS;
 }
 

@@ -77,10 +77,12 @@ void exec_extent(int dev, uint64_t id, uint64_t size, const uint64_t *offs, int 
  * per-thread stream for _ptsz forms), which the caller has checked is not
  * capturing (nothing of vx's may go into a capture, and a captured launch
  * does not run now).  Plans and carries out the plan.
+ * graph: the launch is a graph's, many kernels in one, whose time says
+ * nothing of any one kernel's (exec_time.c: not timed).
  * Returns CUDA_SUCCESS (plans are hints: a failed prefetch is reported to
  * the policy, never to the application). */
 CUresult exec_launch(int dev, uint64_t kernel, CUstream stream, const pol_range_t *ranges,
-                     uint32_t n);
+                     uint32_t n, int graph);
 
 /* Called by the launch hooks right after the real launch call returned r:
  * when exec_launch planned that launch on this thread, an event recorded on

@@ -166,7 +166,7 @@ static CUresult predict_set(const vx_launch_t *l, const obs_set_t *s, const CUde
   uint32_t k = 0;
   for (uint32_t i = 0; plan && i < n; i++)
     if (!nat[i]) r[k++] = r[i];
-  CUresult rc = k ? exec_launch(mdev, kernel, st, r, k) : CUDA_SUCCESS;
+  CUresult rc = k ? exec_launch(mdev, kernel, st, r, k, l->graph != NULL) : CUDA_SUCCESS;
   if (r != r0) free(r);
   if (nat != nat0) free(nat);
   if (tracing) { /* timed from here: after the waits the plan enqueued */

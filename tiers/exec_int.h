@@ -93,17 +93,21 @@ typedef struct ex_side {
 
 /* Timed launches and prefetches in flight, and the link's rate; under the
  * device's `order` lock (exec.c: held from a plan to its launch's mark). */
+typedef struct ex_tpair {
+  CUevent a, b;  /* made on first use, kept */
+  uint8_t state; /* EX_T_* */
+} ex_tpair_t;
+
 typedef struct ex_time {
   struct {
-    CUevent a, b; /* made on first use, kept */
+    ex_tpair_t ev;
     uint64_t id[EX_KT_IDS];
-    uint8_t nid, state; /* EX_T_* */
+    uint8_t nid;
   } k[EX_KT_RING];
   uint32_t khead, kn; /* k[]: a FIFO of started or recorded slots */
   struct {
-    CUevent a, b;
+    ex_tpair_t ev;
     uint64_t bytes;
-    uint8_t state;
   } l[EX_LT_RING];
   uint32_t lhead, ln;
   uint32_t rate[EX_LT_RATES]; /* bytes per microsecond */

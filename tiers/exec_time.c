@@ -18,51 +18,51 @@
 #include "exec_int.h"
 #include "driver.h"
 
-/* An event pair for a slot, made on first use; 0 or -1. */
-static int pair(CUevent *a, CUevent *b) {
-  if (!*a && VX_CALL(cuEventCreate, a, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
-    *a = NULL;
-    return -1;
-  }
-  if (!*b && VX_CALL(cuEventCreate, b, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
-    *b = NULL;
-    return -1;
-  }
+/* Starts pair p on s (its events made on first use): 0, or -1. */
+static int pair_start(ex_tpair_t *p, CUstream s) {
+  if (!p->a && VX_CALL(cuEventCreate, &p->a, CU_EVENT_DEFAULT) != CUDA_SUCCESS) p->a = NULL;
+  if (p->a && !p->b && VX_CALL(cuEventCreate, &p->b, CU_EVENT_DEFAULT) != CUDA_SUCCESS) p->b = NULL;
+  if (!p->b || VX_CALL(cuEventRecord, p->a, s) != CUDA_SUCCESS) return -1;
+  p->state = EX_T_STARTED;
   return 0;
+}
+
+/* Ends a started pair on s (ok: what it times was enqueued), or drops it. */
+static void pair_end(ex_tpair_t *p, CUstream s, int ok) {
+  if (p->state != EX_T_STARTED) return;
+  p->state = ok && VX_CALL(cuEventRecord, p->b, s) == CUDA_SUCCESS ? EX_T_RECORDED : EX_T_FREE;
+}
+
+/* A pair's elapsed ns once its end has completed: 1, 0 not yet, -1 failed
+ * or dropped (the slot is freed unless 0). */
+static int pair_take(ex_tpair_t *p, uint64_t *ns) {
+  if (p->state != EX_T_RECORDED) {
+    p->state = EX_T_FREE;
+    return -1;
+  }
+  CUresult q = VX_CALL(cuEventQuery, p->b);
+  if (q == CUDA_ERROR_NOT_READY) return 0;
+  p->state = EX_T_FREE;
+  float ms = 0;
+  /* by its table name: cuda.h maps the call's name to a _v2 vx does not hook */
+  vx_pfn_cuEventElapsedTime f = VX_REAL_FN(cuEventElapsedTime);
+  if (q != CUDA_SUCCESS || !f || f(&ms, p->a, p->b) != CUDA_SUCCESS || ms < 0) return -1;
+  *ns = (uint64_t)((double)ms * 1e6);
+  return 1;
 }
 
 int ex_time_launch_begin(ex_time_t *t, CUstream s, const uint64_t *ids, int n) {
   if (n <= 0 || t->kn == EX_KT_RING) return 0;
   unsigned i = (t->khead + t->kn) % EX_KT_RING;
-  if (pair(&t->k[i].a, &t->k[i].b) || VX_CALL(cuEventRecord, t->k[i].a, s) != CUDA_SUCCESS)
-    return 0;
+  if (pair_start(&t->k[i].ev, s)) return 0;
   t->k[i].nid = (uint8_t)(n < EX_KT_IDS ? n : EX_KT_IDS);
   memcpy(t->k[i].id, ids, t->k[i].nid * sizeof ids[0]);
-  t->k[i].state = EX_T_STARTED;
   t->kn++;
   return (int)i + 1;
 }
 
 void ex_time_launch_end(ex_time_t *t, int slot, CUstream s, int ok) {
-  if (slot <= 0 || slot > EX_KT_RING) return;
-  unsigned i = (unsigned)slot - 1;
-  if (t->k[i].state != EX_T_STARTED) return;
-  if (ok && VX_CALL(cuEventRecord, t->k[i].b, s) == CUDA_SUCCESS)
-    t->k[i].state = EX_T_RECORDED;
-  else
-    t->k[i].state = EX_T_FREE; /* harvest skips it */
-}
-
-/* Elapsed ns from a to b once b has completed: 1, 0 not yet, -1 failed. */
-static int elapsed(CUevent a, CUevent b, uint64_t *ns) {
-  CUresult q = VX_CALL(cuEventQuery, b);
-  if (q == CUDA_ERROR_NOT_READY) return 0;
-  float ms = 0;
-  /* by its table name: cuda.h maps the call's name to a _v2 vx does not hook */
-  vx_pfn_cuEventElapsedTime f = VX_REAL_FN(cuEventElapsedTime);
-  if (q != CUDA_SUCCESS || !f || f(&ms, a, b) != CUDA_SUCCESS || ms < 0) return -1;
-  *ns = (uint64_t)((double)ms * 1e6);
-  return 1;
+  if (slot > 0 && slot <= EX_KT_RING) pair_end(&t->k[slot - 1].ev, s, ok);
 }
 
 static int cmp_u32(const void *x, const void *y) {
@@ -88,12 +88,10 @@ static void rate_add(ex_time_t *t, uint64_t bytes, uint64_t ns) {
 
 static void harvest_link(ex_time_t *t) {
   while (t->ln) {
-    unsigned i = t->lhead;
     uint64_t ns = 0;
-    int r = t->l[i].state == EX_T_RECORDED ? elapsed(t->l[i].a, t->l[i].b, &ns) : -1;
+    int r = pair_take(&t->l[t->lhead].ev, &ns);
     if (r == 0) return;
-    if (r > 0) rate_add(t, t->l[i].bytes, ns);
-    t->l[i].state = EX_T_FREE;
+    if (r > 0) rate_add(t, t->l[t->lhead].bytes, ns);
     t->lhead = (t->lhead + 1) % EX_LT_RING;
     t->ln--;
   }
@@ -105,14 +103,13 @@ int ex_time_harvest(ex_time_t *t, ex_ktres_t *out, int max) {
   while (t->kn && n < max) {
     unsigned i = t->khead;
     uint64_t ns = 0;
-    int r = t->k[i].state == EX_T_RECORDED ? elapsed(t->k[i].a, t->k[i].b, &ns) : -1;
+    int r = pair_take(&t->k[i].ev, &ns);
     if (r == 0) return n;
     if (r > 0) {
       out[n].nid = t->k[i].nid;
       memcpy(out[n].id, t->k[i].id, sizeof out[n].id);
       out[n++].ns = ns;
     }
-    t->k[i].state = EX_T_FREE;
     t->khead = (t->khead + 1) % EX_KT_RING;
     t->kn--;
   }
@@ -124,22 +121,14 @@ int ex_time_link_begin(ex_time_t *t, CUstream s, uint64_t bytes) {
   /* once the rate is known, one prefetch in EX_LT_EVERY keeps it current */
   if (t->nrate == EX_LT_RATES && t->skip++ % EX_LT_EVERY) return 0;
   unsigned i = (t->lhead + t->ln) % EX_LT_RING;
-  if (pair(&t->l[i].a, &t->l[i].b) || VX_CALL(cuEventRecord, t->l[i].a, s) != CUDA_SUCCESS)
-    return 0;
+  if (pair_start(&t->l[i].ev, s)) return 0;
   t->l[i].bytes = bytes;
-  t->l[i].state = EX_T_STARTED;
   t->ln++;
   return (int)i + 1;
 }
 
 void ex_time_link_end(ex_time_t *t, int slot, CUstream s, int ok) {
-  if (slot <= 0 || slot > EX_LT_RING) return;
-  unsigned i = (unsigned)slot - 1;
-  if (t->l[i].state != EX_T_STARTED) return;
-  if (ok && VX_CALL(cuEventRecord, t->l[i].b, s) == CUDA_SUCCESS)
-    t->l[i].state = EX_T_RECORDED;
-  else
-    t->l[i].state = EX_T_FREE;
+  if (slot > 0 && slot <= EX_LT_RING) pair_end(&t->l[slot - 1].ev, s, ok);
 }
 
 void ex_time_reset(ex_time_t *t) {

@@ -232,6 +232,50 @@ START_TEST(two_streams_interleaved) {
 }
 END_TEST
 
+/* A second stream the predictor cannot follow (a new kernel every launch)
+ * reads its own weights between the launches of a loop it predicts: the
+ * predicted window never reaches those weights, so they are cold victims,
+ * the most recently used of them.  A plan's prefetches must not take the
+ * chunks the last two launches used (as a launch's own evictions do not):
+ * on two-stream that was the other stream's working set, most of it wanted
+ * back within 50 launches. */
+START_TEST(prefetches_spare_what_the_last_launches_used) {
+  struct loop A;
+  fx_init(&F, POL_PREDICT, 16);
+  loop_init(&F, &A, 6, 2, 2, 100, 1);
+  uint64_t x = 4000;
+  fx_made(&F, x, 3);
+  uint64_t kernel = 7000, taken = 0, ahead = 0;
+  uint64_t act[8];
+  for (int it = 0; it < 10; it++) {
+    for (uint32_t l = 0; l < A.layers; l++) {
+      loop_forward(&F, &A, l, act);
+      pol_range_t rx = {.alloc_id = x, .count = 3, .mode = POL_ACCESS_READ};
+      fx_launch(&F, kernel++, 2, &rx, 1);
+      /* the next launch's plan: x was used by the launch before it */
+      pol_range_t r[2] = {{.alloc_id = A.w[l], .count = A.wch, .mode = POL_ACCESS_READ},
+                          {.alloc_id = act[l], .count = A.ach, .mode = POL_ACCESS_READ}};
+      int n = fx_launch(&F, A.kbase + 3, 1, r, 2);
+      for (int i = 0; i < n; i++) {
+        if (F.act[i].op != POL_OP_EVICT || F.act[i].when != POL_AHEAD) continue;
+        ahead += F.act[i].count;
+        taken += F.act[i].alloc_id == x ? F.act[i].count : 0;
+      }
+    }
+    for (uint32_t l = A.layers; l-- > 0;) {
+      pol_range_t r[2] = {{.alloc_id = A.w[l], .count = A.wch, .mode = POL_ACCESS_RW},
+                          {.alloc_id = act[l], .count = A.ach, .mode = POL_ACCESS_READ}};
+      fx_launch(&F, A.kbase + 2, 1, r, 2);
+      fx_free(&F, act[l]);
+    }
+  }
+  ck_assert_uint_gt(ahead, 0); /* it does not fit: the plans make room ahead */
+  ck_assert_msg(taken == 0, "%llu of %llu chunks evicted ahead were the last launch's",
+                (unsigned long long)taken, (unsigned long long)ahead);
+  fx_fini(&F);
+}
+END_TEST
+
 // ---- random traces: the plan contract holds whatever the predictor believes ----
 
 static void random_trace(pol_kind_t kind, unsigned seed) {
@@ -1014,6 +1058,7 @@ int main(void) {
   tcase_add_test(t, demand_learns_nothing);
   tcase_add_test(t, phase_change_recovered);
   tcase_add_test(t, two_streams_interleaved);
+  tcase_add_test(t, prefetches_spare_what_the_last_launches_used);
   tcase_add_test(t, random_traces_keep_the_contract);
   tcase_add_test(t, oracle_sees_the_future);
   tcase_add_test(t, waiting_prefetch_does_not_hold_up_room_for_writes);

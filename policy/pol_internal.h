@@ -12,6 +12,7 @@
 #define POL_MAX_LOOKAHEAD 4096
 #define POL_REPLAN_EVERY 4   /* launches on a predicted track between full plans */
 #define POL_REPLAN_QUIET 64  /* the same after a full plan that moved nothing */
+#define POL_WAIT_NEAR 3      /* a prefetch waiting for its victim this near ends the walk */
 #define POL_WINDOW_FACTOR 4  /* the window ranks up to this many capacities of chunks */
 #define POL_AHEAD_BACKOFF 16 /* a lost bet takes this fraction of the ahead limit */
 #define POL_AHEAD_MIN 8      /* chunks the ahead limit never goes under */

@@ -112,6 +112,11 @@ typedef struct rp_result {
    * good (tiers/exec.c, pin_due; vx stat's host_pins counts these and the
    * pins for one use) */
   uint64_t host_pins;
+  /* seconds the H2D and D2H copy engines were busy (copies, faults,
+   * prefetches, write-backs, kernels' reads and writes over the link),
+   * and both at once: the link is full duplex, and a run whose engines
+   * take turns uses half of it (0 for "bound", which schedules nothing) */
+  double h2d_busy_s, d2h_busy_s, both_busy_s;
   double overhead, oracle_gain_share;
   double bound_gain_share; /* (demand - this) / (demand - bound), on total time */
 } rp_result_t;

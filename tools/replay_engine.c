@@ -48,6 +48,17 @@ struct idm {
   UT_hash_handle hh;
 };
 
+/* One copy engine's reservations, in time order, merged where they touch
+ * (an engine takes work in order, so each starts no earlier than the last
+ * ended). */
+struct busy {
+  double *s, *e;
+  size_t n, cap;
+  int oom;
+};
+
+enum { ENG_H2D = 0, ENG_D2H = 1 };
+
 struct eng {
   const rp_trace_t *t;
   const rp_model_t *m;
@@ -86,7 +97,8 @@ struct eng {
   uint32_t *missing;
   double *slot; /* min-heap: when each freed device slot becomes usable */
   size_t nslot;
-  uint64_t free0; /* slots free from the start */
+  uint64_t free0;    /* slots free from the start */
+  struct busy bz[2]; /* when each copy engine is busy: ENG_H2D, ENG_D2H */
 };
 
 void rp_model_default(rp_model_t *m, uint64_t capacity) {
@@ -112,6 +124,50 @@ int rp_policy_known(const char *name) {
 
 static double xfer(const struct eng *e, uint64_t bytes) {
   return (double)bytes / e->m->link_bps * 1e9;
+}
+
+/* Records that engine `dir` is busy over [from, to). */
+static void busy(struct eng *e, int dir, double from, double to) {
+  struct busy *b = &e->bz[dir];
+  if (to <= from || b->oom) return;
+  if (b->n && from <= b->e[b->n - 1]) {
+    if (to > b->e[b->n - 1]) b->e[b->n - 1] = to;
+    return;
+  }
+  if (b->n == b->cap) {
+    size_t cap = b->cap ? 2 * b->cap : 256;
+    double *ns = realloc(b->s, cap * sizeof *ns);
+    if (ns) b->s = ns;
+    double *ne = ns ? realloc(b->e, cap * sizeof *ne) : NULL;
+    if (ne) b->e = ne;
+    if (!ns || !ne) {
+      b->oom = 1;
+      return;
+    }
+    b->cap = cap;
+  }
+  b->s[b->n] = from;
+  b->e[b->n++] = to;
+}
+
+/* Seconds each engine was busy, and both at once. */
+static void busy_sums(const struct eng *e, rp_result_t *out) {
+  const struct busy *u = &e->bz[ENG_H2D], *d = &e->bz[ENG_D2H];
+  double su = 0, sd = 0, both = 0;
+  for (size_t i = 0; i < u->n; i++)
+    su += u->e[i] - u->s[i];
+  for (size_t i = 0; i < d->n; i++)
+    sd += d->e[i] - d->s[i];
+  for (size_t i = 0, k = 0; i < u->n && k < d->n;) {
+    double lo = u->s[i] > d->s[k] ? u->s[i] : d->s[k];
+    double hi = u->e[i] < d->e[k] ? u->e[i] : d->e[k];
+    if (hi > lo) both += hi - lo;
+    if (u->e[i] < d->e[k])
+      i++;
+    else
+      k++;
+  }
+  out->h2d_busy_s = su / 1e9, out->d2h_busy_s = sd / 1e9, out->both_busy_s = both / 1e9;
 }
 
 static uint64_t ck_bytes(const struct eng *e, uint32_t g) {
@@ -203,6 +259,7 @@ static double evict(struct eng *e, uint32_t g, double at) {
     uint64_t b = ck_bytes(e, g);
     double start = ready > e->d2h_free ? ready : e->d2h_free;
     ready = e->d2h_free = start + xfer(e, b);
+    busy(e, ENG_D2H, start, ready);
     e->res->bytes_down += b;
     e->ck[g].wb = WB_OUT;
   }
@@ -232,6 +289,7 @@ static void keep_duplicate(struct eng *e, uint32_t g, double at) {
   double start = ready > e->d2h_free ? ready : e->d2h_free;
   uint64_t b = ck_bytes(e, g);
   e->d2h_free = start + xfer(e, b);
+  busy(e, ENG_D2H, start, e->d2h_free);
   e->res->bytes_down += b;
   e->ck[g].clean = 1;
 }
@@ -299,6 +357,7 @@ static void prefetch(struct eng *e, uint32_t g, int required, int nodata, double
      * simulator can run it) */
     double start = rp_max3(T, space, e->h2d_free);
     arrive = start + x;
+    busy(e, ENG_H2D, start, arrive);
     e->h2d_free = arrive;
     e->res->bytes_up += b;
     e->ck[g].clean = e->rm[e->ck[g].alloc];
@@ -557,7 +616,9 @@ static double faults(struct eng *e, uint32_t nm, double t0) {
         uint64_t b = ck_bytes(e, g);
         double start = tf > e->prio_free ? tf : e->prio_free;
         tf = e->prio_free = start + xfer(e, b);
-        e->h2d_free = (e->h2d_free > start ? e->h2d_free : start) + xfer(e, b);
+        double at = e->h2d_free > start ? e->h2d_free : start;
+        e->h2d_free = at + xfer(e, b);
+        busy(e, ENG_H2D, at, e->h2d_free);
         e->res->bytes_up += b;
       }
       e->ck[g].clean = 0;
@@ -818,8 +879,8 @@ static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
   double up = xfer(e, host.rd), down = xfer(e, host.wr), hx = xfer(e, host.all);
   if (up > 0 && e->h2d_free > ready) ready = e->h2d_free;
   if (down > 0 && e->d2h_free > ready) ready = e->d2h_free;
-  if (up > 0) e->h2d_free = ready + up;
-  if (down > 0) e->d2h_free = ready + down;
+  if (up > 0) e->h2d_free = ready + up, busy(e, ENG_H2D, ready, ready + up);
+  if (down > 0) e->d2h_free = ready + down, busy(e, ENG_D2H, ready, ready + down);
   double dur = rp_launch_ns(ev, touched, e->m);
   if (e->t->measured && ev->dur) dur = measured_compute(e, ev, touched, hx);
   double wf = upgrades(e, ev);
@@ -863,7 +924,8 @@ static void on_copy(struct eng *e, const rp_event_t *ev) {
   double T = e->t_issue > e->prev_start ? e->t_issue : e->prev_start;
   double *sf = stream_free(e, ev->stream);
   double *eng = ev->dir == POL_COPY_HTOD ? &e->h2d_free : &e->d2h_free;
-  double end = rp_max3(T, *sf, *eng) + xfer(e, ev->bytes);
+  double start = rp_max3(T, *sf, *eng), end = start + xfer(e, ev->bytes);
+  busy(e, ev->dir == POL_COPY_HTOD ? ENG_H2D : ENG_D2H, start, end);
   *eng = *sf = end;
   if (ev->dir == POL_COPY_DTOH) {
     e->res->bytes_down += ev->bytes;
@@ -933,6 +995,8 @@ static void teardown(struct eng *e) {
     e->res->victims_back = s.victims_back;
   }
   pol_destroy(e->pol);
+  for (int i = 0; i < 2; i++)
+    free(e->bz[i].s), free(e->bz[i].e);
   free(e->ck);
   free(e->tier);
   free(e->rm);
@@ -969,6 +1033,8 @@ int rp_run(const rp_trace_t *t, const rp_model_t *m, const char *policy, rp_resu
       on_launch(&e, li++, ev);
   }
   out->total_s = e.end / 1e9;
+  busy_sums(&e, out);
+  if (!r && (e.bz[ENG_H2D].oom || e.bz[ENG_D2H].oom)) r = -ENOMEM;
   teardown(&e);
   return r;
 }

@@ -37,6 +37,12 @@ printf '%s\n' "$out" | awk '
     vb = num("victims_back")
     if (vb < 0) { print "FAIL: negative victims_back: " $0; bad = 1 }
     if ($0 ~ /"policy":"(demand|static|infinite|bound)"/ && vb != 0) { print "FAIL: victims_back of a policy that evicts nothing ahead: " $0; bad = 1 }
+    hb = num("h2d_busy_s"); db = num("d2h_busy_s"); bb = num("both_busy_s")
+    if (hb < 0 || db < 0 || bb < 0 || bb > hb + 1e-9 || bb > db + 1e-9 || hb > t + 1e-9 || db > t + 1e-9) {
+      print "FAIL: engine busy times outside 0..total, or both above either: " $0; bad = 1
+    }
+    if ($0 ~ /"policy":"(infinite|bound)"/ && (hb != 0 || db != 0)) { print "FAIL: busy engines without transfers: " $0; bad = 1 }
+    if ($0 ~ /"policy":"(demand|predict)"/ && (hb <= 0 || db <= 0)) { print "FAIL: an engine idle in a run that moves data both ways: " $0; bad = 1 }
     if ($0 ~ /"policy":"predict"/) pt = t
     if ($0 ~ /"policy":"demand"/) dt = t
   }

@@ -925,6 +925,49 @@ START_TEST(copies_cost_the_link_by_hand) {
 }
 END_TEST
 
+/* Each copy engine's busy time, and both at once, by hand (one chunk per
+ * ms): an H2D and a D2H copy on two streams run side by side for 1 ms, a
+ * second H2D copy on the first stream runs alone for the next; then the
+ * same three with the D2H copy synchronous, so nothing overlaps it. */
+START_TEST(engine_busy_by_hand) {
+  rp_trace_t t;
+  rp_model_t m;
+  rp_result_t r;
+  for (int sync = 0; sync < 2; sync++) {
+    begin(8 * MIB);
+    alloc(1, 2 * MIB);
+    alloc(2, 2 * MIB);
+    copy_rec(2, 2, POL_COPY_DTOH, sync ? POL_COPY_SYNC : 0);
+    copy_rec(1, 1, POL_COPY_HTOD, 0);
+    copy_rec(1, 1, POL_COPY_HTOD, 0);
+    load_ms(&t, &m);
+    ck_assert_int_eq(rp_run(&t, &m, "infinite", &r), 0);
+    NEAR(r.h2d_busy_s, 2e-3);
+    NEAR(r.d2h_busy_s, 1e-3);
+    NEAR(r.both_busy_s, sync ? 0 : 1e-3);
+    NEAR(r.total_s, sync ? 3e-3 : 2e-3);
+    rp_trace_free(&t);
+  }
+  /* a fault's write-back and its fetch take turns: demand on a one-chunk
+   * device, two allocations read in turn */
+  begin(2 * MIB);
+  alloc(1, 2 * MIB);
+  alloc(2, 2 * MIB);
+  launch(11, 1, 1, POL_ACCESS_WRITE, 1000000);
+  launch(12, 2, 1, POL_ACCESS_WRITE, 1000000);
+  launch(13, 1, 1, POL_ACCESS_READ, 1000000);
+  load_ms(&t, &m);
+  ck_assert_int_eq(rp_run(&t, &m, "demand", &r), 0);
+  ck_assert_uint_eq(r.bytes_up, 2 * MIB);
+  NEAR(r.h2d_busy_s, 1e-3);
+  NEAR(r.d2h_busy_s, (double)r.bytes_down / (2 * MIB) * 1e-3);
+  NEAR(r.both_busy_s, 0);
+  ck_assert_int_eq(rp_run(&t, &m, "bound", &r), 0);
+  NEAR(r.h2d_busy_s + r.d2h_busy_s + r.both_busy_s, 0);
+  rp_trace_free(&t);
+}
+END_TEST
+
 START_TEST(load_errors) {
   rp_trace_t t;
   char err[128];
@@ -1148,6 +1191,7 @@ int main(void) {
   tcase_add_test(t, clairvoyant_is_the_old_oracle);
   tcase_add_test(t, freed_data_never_written_back);
   tcase_add_test(t, copies_cost_the_link_by_hand);
+  tcase_add_test(t, engine_busy_by_hand);
   tcase_add_test(t, load_errors);
   tcase_add_test(t, rechunking);
   tcase_add_test(t, synthetic_rankings);

@@ -208,8 +208,10 @@ echo "   allocator gives): its execution ids need them; p/deepum is against the 
 echo "   clv: the share of vx's planner given the true future (clairvoyant; figures only): where"
 echo "   it is far above predict's share the predictions are what is missing, where it is near"
 echo "   or below, the planner or the bound's slack is"
-printf "%-18s %4s %9s %9s %9s %9s %9s %8s %6s %9s  %s\n" workload x demand deepum deepum0 predict bound \
-  share clv "p/deepum" "target (>= 80%, < deepum)"
+echo "   duplex: of predict's time on the less busy copy engine, the share the other was busy too"
+echo "   (figures only; low: the engines take turns, and half the full-duplex link sits idle)"
+printf "%-18s %4s %9s %9s %9s %9s %9s %8s %6s %6s %9s  %s\n" workload x demand deepum deepum0 predict \
+  bound share clv duplex "p/deepum" "target (>= 80%, < deepum)"
 for w in $workloads; do
   for o in 1.5 2 3; do
     "$vx" replay --synth "$w,oversub=$o" --policy demand,deepum,predict,clairvoyant,bound --json \
@@ -221,12 +223,15 @@ for w in $workloads; do
     d0=$(num "$tmp/off0" total_s deepum)
     p=$(num "$tmp/off" total_s predict) b=$(num "$tmp/off" total_s bound)
     c=$(num "$tmp/off" total_s clairvoyant)
+    hu=$(num "$tmp/off" h2d_busy_s predict) hd=$(num "$tmp/off" d2h_busy_s predict)
+    hb=$(num "$tmp/off" both_busy_s predict)
     sh=$(calc "($d - $p) / ($d - $b)")
     dbest=$(calc "($du < $d0 ? $du : $d0)")
     le 0.8 "$sh" && le "$p" "$dbest"
     judge $?
-    printf "%-18s %4s %9.4f %9.4f %9.4f %9.4f %9.4f %7.1f%% %5.0f%% %9s  %s\n" "$w" "$o" "$d" "$du" \
-      "$d0" "$p" "$b" "$(calc "100 * $sh")" "$(calc "100 * ($d - $c) / ($d - $b)")" \
+    printf "%-18s %4s %9.4f %9.4f %9.4f %9.4f %9.4f %7.1f%% %5.0f%% %5.0f%% %9s  %s\n" "$w" "$o" "$d" \
+      "$du" "$d0" "$p" "$b" "$(calc "100 * $sh")" "$(calc "100 * ($d - $c) / ($d - $b)")" \
+      "$(calc "100 * $hb / ($hu < $hd ? ($hu > 0 ? $hu : 1) : ($hd > 0 ? $hd : 1))")" \
       "$(calc "$p / $dbest")" "$v"
   done
 done

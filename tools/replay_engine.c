@@ -48,11 +48,14 @@ struct idm {
   UT_hash_handle hh;
 };
 
-/* One copy engine's reservations, in time order, merged where they touch
- * (an engine takes work in order, so each starts no earlier than the last
- * ended). */
+/* One copy engine's reservations (take()), in time order, merged where
+ * they touch: an engine takes work in order, each no earlier than the
+ * last ended. */
+struct span {
+  double s, e;
+};
 struct busy {
-  double *s, *e;
+  struct span *v;
   size_t n, cap;
   int oom;
 };
@@ -126,28 +129,29 @@ static double xfer(const struct eng *e, uint64_t bytes) {
   return (double)bytes / e->m->link_bps * 1e9;
 }
 
-/* Records that engine `dir` is busy over [from, to). */
-static void busy(struct eng *e, int dir, double from, double to) {
+/* Reserves copy engine `dir` for `dur` from `at` or when it is next free,
+ * whichever is later; records the span and returns its end. */
+static double take(struct eng *e, int dir, double at, double dur) {
+  double *free_at = dir == ENG_H2D ? &e->h2d_free : &e->d2h_free;
+  double start = at > *free_at ? at : *free_at, end = start + dur;
+  *free_at = end;
   struct busy *b = &e->bz[dir];
-  if (to <= from || b->oom) return;
-  if (b->n && from <= b->e[b->n - 1]) {
-    if (to > b->e[b->n - 1]) b->e[b->n - 1] = to;
-    return;
+  if (end <= start || b->oom) return end;
+  if (b->n && start <= b->v[b->n - 1].e) {
+    b->v[b->n - 1].e = end;
+    return end;
   }
   if (b->n == b->cap) {
     size_t cap = b->cap ? 2 * b->cap : 256;
-    double *ns = realloc(b->s, cap * sizeof *ns);
-    if (ns) b->s = ns;
-    double *ne = ns ? realloc(b->e, cap * sizeof *ne) : NULL;
-    if (ne) b->e = ne;
-    if (!ns || !ne) {
+    struct span *v = realloc(b->v, cap * sizeof *v);
+    if (!v) {
       b->oom = 1;
-      return;
+      return end;
     }
-    b->cap = cap;
+    b->v = v, b->cap = cap;
   }
-  b->s[b->n] = from;
-  b->e[b->n++] = to;
+  b->v[b->n++] = (struct span){start, end};
+  return end;
 }
 
 /* Seconds each engine was busy, and both at once. */
@@ -155,14 +159,14 @@ static void busy_sums(const struct eng *e, rp_result_t *out) {
   const struct busy *u = &e->bz[ENG_H2D], *d = &e->bz[ENG_D2H];
   double su = 0, sd = 0, both = 0;
   for (size_t i = 0; i < u->n; i++)
-    su += u->e[i] - u->s[i];
+    su += u->v[i].e - u->v[i].s;
   for (size_t i = 0; i < d->n; i++)
-    sd += d->e[i] - d->s[i];
+    sd += d->v[i].e - d->v[i].s;
   for (size_t i = 0, k = 0; i < u->n && k < d->n;) {
-    double lo = u->s[i] > d->s[k] ? u->s[i] : d->s[k];
-    double hi = u->e[i] < d->e[k] ? u->e[i] : d->e[k];
+    double lo = u->v[i].s > d->v[k].s ? u->v[i].s : d->v[k].s;
+    double hi = u->v[i].e < d->v[k].e ? u->v[i].e : d->v[k].e;
     if (hi > lo) both += hi - lo;
-    if (u->e[i] < d->e[k])
+    if (u->v[i].e < d->v[k].e)
       i++;
     else
       k++;
@@ -257,9 +261,7 @@ static double evict(struct eng *e, uint32_t g, double at) {
   double ready = at > e->ck[g].busy ? at : e->ck[g].busy;
   if (!e->ck[g].clean) {
     uint64_t b = ck_bytes(e, g);
-    double start = ready > e->d2h_free ? ready : e->d2h_free;
-    ready = e->d2h_free = start + xfer(e, b);
-    busy(e, ENG_D2H, start, ready);
+    ready = take(e, ENG_D2H, ready, xfer(e, b));
     e->res->bytes_down += b;
     e->ck[g].wb = WB_OUT;
   }
@@ -286,10 +288,8 @@ static void dead_writeback(struct eng *e, uint32_t g) {
 static void keep_duplicate(struct eng *e, uint32_t g, double at) {
   if (e->ck[g].clean) return;
   double ready = at > e->ck[g].busy ? at : e->ck[g].busy;
-  double start = ready > e->d2h_free ? ready : e->d2h_free;
   uint64_t b = ck_bytes(e, g);
-  e->d2h_free = start + xfer(e, b);
-  busy(e, ENG_D2H, start, e->d2h_free);
+  take(e, ENG_D2H, ready, xfer(e, b));
   e->res->bytes_down += b;
   e->ck[g].clean = 1;
 }
@@ -355,10 +355,7 @@ static void prefetch(struct eng *e, uint32_t g, int required, int nodata, double
      * alike, as in the simulator: a required copy does not jump the queue
      * (a lane of its own made vx replay of two-stream 2% faster than the
      * simulator can run it) */
-    double start = rp_max3(T, space, e->h2d_free);
-    arrive = start + x;
-    busy(e, ENG_H2D, start, arrive);
-    e->h2d_free = arrive;
+    arrive = take(e, ENG_H2D, arrive, x);
     e->res->bytes_up += b;
     e->ck[g].clean = e->rm[e->ck[g].alloc];
   }
@@ -616,9 +613,7 @@ static double faults(struct eng *e, uint32_t nm, double t0) {
         uint64_t b = ck_bytes(e, g);
         double start = tf > e->prio_free ? tf : e->prio_free;
         tf = e->prio_free = start + xfer(e, b);
-        double at = e->h2d_free > start ? e->h2d_free : start;
-        e->h2d_free = at + xfer(e, b);
-        busy(e, ENG_H2D, at, e->h2d_free);
+        take(e, ENG_H2D, start, xfer(e, b));
         e->res->bytes_up += b;
       }
       e->ck[g].clean = 0;
@@ -879,8 +874,8 @@ static void on_launch(struct eng *e, size_t li, const rp_event_t *ev) {
   double up = xfer(e, host.rd), down = xfer(e, host.wr), hx = xfer(e, host.all);
   if (up > 0 && e->h2d_free > ready) ready = e->h2d_free;
   if (down > 0 && e->d2h_free > ready) ready = e->d2h_free;
-  if (up > 0) e->h2d_free = ready + up, busy(e, ENG_H2D, ready, ready + up);
-  if (down > 0) e->d2h_free = ready + down, busy(e, ENG_D2H, ready, ready + down);
+  if (up > 0) take(e, ENG_H2D, ready, up);
+  if (down > 0) take(e, ENG_D2H, ready, down);
   double dur = rp_launch_ns(ev, touched, e->m);
   if (e->t->measured && ev->dur) dur = measured_compute(e, ev, touched, hx);
   double wf = upgrades(e, ev);
@@ -923,10 +918,8 @@ static void copy_written(struct eng *e, const rp_event_t *ev, double end) {
 static void on_copy(struct eng *e, const rp_event_t *ev) {
   double T = e->t_issue > e->prev_start ? e->t_issue : e->prev_start;
   double *sf = stream_free(e, ev->stream);
-  double *eng = ev->dir == POL_COPY_HTOD ? &e->h2d_free : &e->d2h_free;
-  double start = rp_max3(T, *sf, *eng), end = start + xfer(e, ev->bytes);
-  busy(e, ev->dir == POL_COPY_HTOD ? ENG_H2D : ENG_D2H, start, end);
-  *eng = *sf = end;
+  int dir = ev->dir == POL_COPY_HTOD ? ENG_H2D : ENG_D2H;
+  double end = *sf = take(e, dir, T > *sf ? T : *sf, xfer(e, ev->bytes));
   if (ev->dir == POL_COPY_DTOH) {
     e->res->bytes_down += ev->bytes;
   } else {
@@ -995,8 +988,8 @@ static void teardown(struct eng *e) {
     e->res->victims_back = s.victims_back;
   }
   pol_destroy(e->pol);
-  for (int i = 0; i < 2; i++)
-    free(e->bz[i].s), free(e->bz[i].e);
+  free(e->bz[ENG_H2D].v);
+  free(e->bz[ENG_D2H].v);
   free(e->ck);
   free(e->tier);
   free(e->rm);

@@ -39,16 +39,21 @@ static void loop_forward(struct fx *f, struct loop *L, uint32_t l, uint64_t *act
   fx_launch(f, L->kbase + 1, L->stream, r, l ? 3 : 2);
 }
 
-static void loop_iter(struct fx *f, struct loop *L) {
-  uint64_t act[32];
-  for (uint32_t l = 0; l < L->layers; l++)
-    loop_forward(f, L, l, act);
+/* The backward pass: each layer's weights updated, its activation read and freed. */
+static void loop_backward(struct fx *f, struct loop *L, const uint64_t *act) {
   for (uint32_t l = L->layers; l-- > 0;) {
     pol_range_t r[2] = {{.alloc_id = L->w[l], .count = L->wch, .mode = POL_ACCESS_RW},
                         {.alloc_id = act[l], .count = L->ach, .mode = POL_ACCESS_READ}};
     fx_launch(f, L->kbase + 2, L->stream, r, 2);
     fx_free(f, act[l]);
   }
+}
+
+static void loop_iter(struct fx *f, struct loop *L) {
+  uint64_t act[32] = {0};
+  for (uint32_t l = 0; l < L->layers; l++)
+    loop_forward(f, L, l, act);
+  loop_backward(f, L, act);
 }
 
 static struct fx F;
@@ -262,12 +267,7 @@ START_TEST(prefetches_spare_what_the_last_launches_used) {
         taken += F.act[i].alloc_id == x ? F.act[i].count : 0;
       }
     }
-    for (uint32_t l = A.layers; l-- > 0;) {
-      pol_range_t r[2] = {{.alloc_id = A.w[l], .count = A.wch, .mode = POL_ACCESS_RW},
-                          {.alloc_id = act[l], .count = A.ach, .mode = POL_ACCESS_READ}};
-      fx_launch(&F, A.kbase + 2, 1, r, 2);
-      fx_free(&F, act[l]);
-    }
+    loop_backward(&F, &A, act);
   }
   ck_assert_uint_gt(ahead, 0); /* it does not fit: the plans make room ahead */
   ck_assert_msg(taken == 0, "%llu of %llu chunks evicted ahead were the last launch's",

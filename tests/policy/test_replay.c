@@ -1089,15 +1089,11 @@ START_TEST(deepum_beats_demand_with_stable_addresses) {
 }
 END_TEST
 
-/* A prefetch that must wait for its victim ends the walk only when it is
- * wanted within POL_WAIT_NEAR (3) launches; one further out lets the walk
- * go on making room for the writes after it.  Ending it at four launches
- * (the old bound) took a 12-layer transformer-train at 3x from 83.6% of
- * the gain toward the bound to 75.6%, with 151 more evictions left to the
- * launches on the default one. */
-START_TEST(walk_goes_on_past_a_wait_three_launches_out) {
+/* Predict's run of synthetic workload `spec` in the default model, with its
+ * share of the gain from demand toward the bound. */
+static rp_result_t predict_share(const char *spec) {
   rp_trace_t t;
-  load_synth("transformer-train,layers=12,oversub=3", &t);
+  load_synth(spec, &t);
   rp_model_t m;
   rp_model_default(&m, t.capacity);
   rp_result_t dem, pre, bnd;
@@ -1105,9 +1101,20 @@ START_TEST(walk_goes_on_past_a_wait_three_launches_out) {
   ck_assert_int_eq(rp_run(&t, &m, "predict", &pre), 0);
   ck_assert_int_eq(rp_run(&t, &m, "bound", &bnd), 0);
   rp_bound_share(&pre, &dem, &bnd);
+  rp_trace_free(&t);
+  return pre;
+}
+
+/* A prefetch that must wait for its victim ends the walk only when it is
+ * wanted within POL_WAIT_NEAR (3) launches; one further out lets the walk
+ * go on making room for the writes after it.  Ending it at four launches
+ * (the old bound) took a 12-layer transformer-train at 3x from 83.6% of
+ * the gain toward the bound to 75.6%, with 151 more evictions left to the
+ * launches on the default one. */
+START_TEST(walk_goes_on_past_a_wait_three_launches_out) {
+  rp_result_t pre = predict_share("transformer-train,layers=12,oversub=3");
   ck_assert_msg(pre.bound_gain_share >= 0.8, "predict %.4f s, %.1f%% of the gain toward the bound",
                 pre.total_s, 100 * pre.bound_gain_share);
-  rp_trace_free(&t);
 }
 END_TEST
 
@@ -1118,19 +1125,10 @@ END_TEST
  * engines busy together 87 ms of 840); now 47.3% (130 of 802), the same
  * bytes moved. */
 START_TEST(room_for_writes_not_held_by_an_unknown_second_use) {
-  rp_trace_t t;
-  load_synth("two-stream,oversub=1.5", &t);
-  rp_model_t m;
-  rp_model_default(&m, t.capacity);
-  rp_result_t dem, pre, bnd;
-  ck_assert_int_eq(rp_run(&t, &m, "demand", &dem), 0);
-  ck_assert_int_eq(rp_run(&t, &m, "predict", &pre), 0);
-  ck_assert_int_eq(rp_run(&t, &m, "bound", &bnd), 0);
-  rp_bound_share(&pre, &dem, &bnd);
+  rp_result_t pre = predict_share("two-stream,oversub=1.5");
   ck_assert_msg(pre.bound_gain_share >= 0.45,
                 "predict %.4f s, %.1f%% of the gain toward the bound, engines together %.4f s",
                 pre.total_s, 100 * pre.bound_gain_share, pre.both_busy_s);
-  rp_trace_free(&t);
 }
 END_TEST
 

@@ -32,6 +32,7 @@ struct pol_chunk {
   uint32_t stamp;    /* plan epoch in which next_use was set */
   uint32_t next_use; /* launches until the predicted next use (valid when stamp == epoch) */
   uint32_t next2;    /* the use after that within the window, 0 = none */
+  uint32_t in_place; /* plan epoch in which the launch reads it in place (READ_IN_PLACE) */
   uint8_t loc;       /* LOC_* as the policy believes */
   uint8_t dirty;     /* resident and not known to match a copy elsewhere (see POL_ACT_CLEAN) */
   uint8_t ahead;     /* brought up ahead of need and not used since */

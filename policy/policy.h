@@ -104,7 +104,23 @@ typedef enum pol_op {
                               * (POL_ACT_CLEAN: none of them is dirty) */
   POL_OP_DROP,               /* dead chunks: discard, never write back */
   POL_OP_ADVISE_READ_MOSTLY, /* whole allocation: ReadMostly (index/count = 0/all) */
+  POL_OP_READ_IN_PLACE,      /* REQUIRED only: chunks in host memory the launch being
+                              * planned reads over the link, where they are (below) */
 } pol_op_t;
+
+/* POL_OP_READ_IN_PLACE: the launch reaches more chunks than the device
+ * holds, and these, in host memory, it only reads (POL_ACCESS_READ ranges)
+ * and nothing is predicted to use again before their allocation dies:
+ * coming up they would cross the link as often and take room from the
+ * launch's other chunks, whose write-backs would pay for it.  At most as
+ * many as the launch has past the device.  They stay in host memory (the
+ * policy counts them there) and the launch reaches them over the link.
+ * An executor carries it out by advising the range PreferredLocation host
+ * and AccessedBy the device, so that the kernel neither faults nor migrates
+ * them (`vx replay` models that advice as staying: a chunk of it no later
+ * plan brings up is read over the link too).  libvx passes no access modes,
+ * so its plans hold none.  An executor that ignores the action is correct:
+ * the kernel faults them in, past the policy's count. */
 
 typedef enum pol_when {
   POL_REQUIRED = 1, /* the launch being planned needs it before it runs */
@@ -247,6 +263,7 @@ typedef struct pol_stats {
   uint64_t launches_matched; /* launches whose context was found in the history */
   uint64_t chunks_used;      /* chunk references of launches */
   uint64_t chunks_required;  /* of those, missing at plan time (REQUIRED prefetch) */
+  uint64_t chunks_in_place;  /* of those, left in host memory for the launch (READ_IN_PLACE) */
   uint64_t chunks_ahead;     /* AHEAD prefetches planned */
   uint64_t ahead_used;       /* of those, used by a launch while still resident */
   uint64_t ahead_wasted;     /* of those, evicted before any launch used them */

@@ -320,6 +320,14 @@ static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uin
       o->dropped = 1; /* it stays on the host: the kernel reads it over the link */
       continue;
     }
+    /* The policy plans reads in place only for ranges known to be read,
+     * and libvx passes none known (launch_plan.c): never in its plans.
+     * Ignored, one would only leave its chunks to fault in, as the
+     * contract allows (policy.h). */
+    if (a->op == POL_OP_READ_IN_PLACE) {
+      n--;
+      continue;
+    }
     if (a->op == POL_OP_PREFETCH && !(a->flags & POL_ACT_NODATA))
       e->ups += a->count; /* moved data (a first touch moves none) */
     if (a->op == POL_OP_PREFETCH && a->when == POL_REQUIRED) *missed += a->count;

@@ -157,13 +157,14 @@ static void print_json(const rp_result_t *r, const char *src, const rp_model_t *
          "\"overhead\":%.6f,\"oracle_gain_share\":%.6f,\"capacity\":%llu,"
          "\"bound_gain_share\":%.6f,\"ahead_used\":%llu,\"ahead_wasted\":%llu,"
          "\"bytes_down_dead\":%llu,\"victims_back\":%llu,\"host_pins\":%llu,"
-         "\"h2d_busy_s\":%.6f,\"d2h_busy_s\":%.6f,\"both_busy_s\":%.6f}\n",
+         "\"h2d_busy_s\":%.6f,\"d2h_busy_s\":%.6f,\"both_busy_s\":%.6f,\"in_place\":%llu}\n",
          r->policy, src, r->total_s, r->stall_s, r->compute_s, (unsigned long long)r->bytes_up,
          (unsigned long long)r->bytes_down, (unsigned long long)r->faults, r->overhead,
          r->oracle_gain_share, (unsigned long long)m->capacity, r->bound_gain_share,
          (unsigned long long)r->ahead_used, (unsigned long long)r->ahead_wasted,
          (unsigned long long)r->bytes_down_dead, (unsigned long long)r->victims_back,
-         (unsigned long long)r->host_pins, r->h2d_busy_s, r->d2h_busy_s, r->both_busy_s);
+         (unsigned long long)r->host_pins, r->h2d_busy_s, r->d2h_busy_s, r->both_busy_s,
+         (unsigned long long)r->in_place);
 }
 
 static void print_table(const rp_result_t *res, int n, const rp_trace_t *t, const rp_model_t *m,

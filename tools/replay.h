@@ -105,6 +105,9 @@ typedef struct rp_result {
   /* chunks a prefetch's eviction let go that came back REQUIRED (a wrong
    * prediction of the victim's next use: ahead_limit in policy/planner.c) */
   uint64_t victims_back;
+  /* chunks a plan left in host memory for a launch larger than the device
+   * to read over the link (POL_OP_READ_IN_PLACE, policy/planner.c) */
+  uint64_t in_place;
   /* bytes written back that no launch read before the chunk was freed or
    * wholly written again: write-back only a discard of dead data saves */
   uint64_t bytes_down_dead;

@@ -25,6 +25,9 @@ struct ck {
   /* written back and not read since (WB_OUT); WB_LAUNCH: the launch being
    * run reaches it and none of its ranges so far reads it */
   uint8_t wb;
+  /* advised PreferredLocation host by a READ_IN_PLACE (policy.h; advice
+   * stays): in host memory, a launch reaches it over the link, no fault */
+  uint8_t in_place;
 };
 
 enum { WB_NONE = 0, WB_OUT, WB_LAUNCH };
@@ -374,6 +377,11 @@ static void action(struct eng *e, const pol_action_t *a, double T) {
     e->rm[d] = 1;
     return;
   }
+  if (a->op == POL_OP_READ_IN_PLACE) { /* nothing moves: the launch reads them over the link */
+    for (uint64_t i = a->index; i < (uint64_t)a->index + a->count && i < al->nchunks; i++)
+      e->ck[al->base + i].in_place = 1;
+    return;
+  }
   if (a->op == POL_OP_PREFETCH && e->m->live_place) {
     if (e->tier[d] == POL_TIER_HOST) { /* pinned: libvx drops it, the kernel reads over the link */
       for (uint64_t i = a->index; i < (uint64_t)a->index + a->count && i < al->nchunks; i++)
@@ -678,8 +686,9 @@ static double gather(struct eng *e, const rp_event_t *ev, double t0, uint32_t *n
       else if (e->ck[g].loc == C_DEV)
         wait = wait > e->ck[g].arrive ? wait : e->ck[g].arrive;
       else if ((e->m->live_place && (thrash_pinned(&e->ck[g]) || e->once[d] == ONCE_DONE)) ||
-               e->cap == 0)
-        host_dir(e, g, rg->mode, host); /* pinned, or no room left by native memory */
+               e->cap == 0 || e->ck[g].in_place)
+        host_dir(e, g, rg->mode,
+                 host); /* pinned, advised in place, or no room left by native memory */
       else
         e->missing[(*nm)++] = g;
     }
@@ -986,6 +995,7 @@ static void teardown(struct eng *e) {
     e->res->ahead_used = s.ahead_used;
     e->res->ahead_wasted = s.ahead_wasted;
     e->res->victims_back = s.victims_back;
+    e->res->in_place = s.chunks_in_place;
   }
   pol_destroy(e->pol);
   free(e->bz[ENG_H2D].v);

@@ -25,6 +25,7 @@ struct fx {
   int faults; /* the policy leaves misses to the driver: fault them in (LRU-less, first found) */
   /* counters since the last fx_reset_counts() */
   uint64_t used, covered, required_host, evicted_dead, ahead;
+  uint64_t in_place; /* chunks the plans left in host memory for their launch (READ_IN_PLACE) */
   pol_action_t act[4096];
 };
 
@@ -47,7 +48,7 @@ static inline void fx_fini(struct fx *f) {
 }
 
 static inline void fx_reset_counts(struct fx *f) {
-  f->used = f->covered = f->required_host = f->ahead = 0;
+  f->used = f->covered = f->required_host = f->ahead = f->in_place = 0;
 }
 
 static inline void fx_alloc(struct fx *f, uint64_t id, uint32_t chunks) {
@@ -116,6 +117,14 @@ static inline void fx_apply(struct fx *f, const pol_launch_t *l, int n) {
     ck_assert_uint_le((uint64_t)a->index + a->count, f->nchunks[a->alloc_id]);
     for (uint32_t k = a->index; k < a->index + a->count; k++) {
       uint8_t *r = &f->res[a->alloc_id][k];
+      if (a->op == POL_OP_READ_IN_PLACE) { /* nothing moves */
+        ck_assert_int_eq(a->when, POL_REQUIRED);
+        ck_assert_msg(!*r, "read in place: a resident chunk");
+        ck_assert_msg(f->data[a->alloc_id][k], "read in place: a chunk with no contents");
+        ck_assert_msg(fx_in(l, a->alloc_id, k), "read in place: a chunk of another launch");
+        f->in_place++;
+        continue;
+      }
       if (a->op == POL_OP_PREFETCH) {
         ck_assert_msg(!*r, "prefetch of a resident chunk");
         *r = 1;

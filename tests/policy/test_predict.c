@@ -1047,6 +1047,87 @@ START_TEST(room_a_free_returns_counts_toward_new_allocations) {
 }
 END_TEST
 
+/* A launch larger than the device (8 chunks): it reads A (4, pushed to the
+ * host by B) and B (8, resident) and writes C (4), 16 chunks.  A, only
+ * read and used by nothing after, is read in place (no transfer, no room)
+ * instead of coming up into room nobody has; a launch that fits brings it
+ * up; a range of unknown mode may be written and is never read in place;
+ * and once the loop is learned, A's next use is predicted and it comes up
+ * as far as room goes. */
+static int in_place_of(int n, uint64_t id) {
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (F.act[i].op == POL_OP_READ_IN_PLACE) {
+      ck_assert_uint_eq(F.act[i].alloc_id, id);
+      k += (int)F.act[i].count;
+    }
+  return k;
+}
+
+static int big_launch(uint32_t mode_a) {
+  pol_range_t r[3] = {{.alloc_id = 1, .count = 4, .mode = mode_a},
+                      {.alloc_id = 2, .count = 8, .mode = POL_ACCESS_READ},
+                      {.alloc_id = 3, .count = 4, .mode = POL_ACCESS_WRITE}};
+  return fx_launch(&F, 30, 1, r, 3);
+}
+
+/* A (4 chunks) and B (8) made, C (4) allocated, on an 8-chunk device. */
+static void big_setup(void) {
+  fx_init(&F, POL_PREDICT, 8);
+  fx_made(&F, 1, 4);
+  fx_made(&F, 2, 8);
+  fx_alloc(&F, 3, 4);
+}
+
+static void push_a_out(void) {
+  pol_range_t r = {.alloc_id = 2, .count = 8, .mode = POL_ACCESS_READ};
+  fx_launch(&F, 31, 1, &r, 1);
+  for (uint32_t k = 0; k < 4; k++)
+    ck_assert_int_eq(F.res[1][k], 0);
+}
+
+START_TEST(launch_past_the_device_reads_in_place) {
+  big_setup();
+  push_a_out();
+  ck_assert_int_eq(in_place_of(big_launch(POL_ACCESS_READ), 1), 4);
+  ck_assert_uint_eq(F.in_place, 4);
+  pol_stats_t st;
+  pol_get_stats(F.p, &st);
+  ck_assert_uint_eq(st.chunks_in_place, 4);
+  for (uint32_t k = 0; k < 4; k++)
+    ck_assert_int_eq(F.res[1][k], 0); /* left where it was */
+  /* it fits: A comes up */
+  pol_range_t r = {.alloc_id = 1, .count = 4, .mode = POL_ACCESS_READ};
+  int n = fx_launch(&F, 32, 1, &r, 1);
+  ck_assert_int_eq(in_place_of(n, 1), 0);
+  for (uint32_t k = 0; k < 4; k++)
+    ck_assert_int_eq(F.res[1][k], 1);
+  fx_fini(&F);
+
+  /* unknown mode: A comes up as far as room goes, never read in place */
+  big_setup();
+  push_a_out();
+  ck_assert_int_eq(in_place_of(big_launch(POL_ACCESS_UNKNOWN), 1), 0);
+  ck_assert_uint_eq(F.in_place, 0);
+  fx_fini(&F);
+
+  /* a loop: the big launch, then A read again; learned, A's next use is
+   * predicted at the big launch and A is not read in place there */
+  big_setup();
+  int first = 0, last = 0;
+  for (int it = 0; it < 4; it++) {
+    push_a_out();
+    int k = in_place_of(big_launch(POL_ACCESS_READ), 1);
+    if (it == 0) first = k;
+    last = k;
+    fx_launch(&F, 32, 1, &r, 1);
+  }
+  ck_assert_int_eq(first, 4); /* nothing predicted yet */
+  ck_assert_int_eq(last, 0);
+  fx_fini(&F);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("policy_predict");
   TCase *t = tcase_create("predict");
@@ -1079,6 +1160,7 @@ int main(void) {
   tcase_add_test(t, native_room_made_before_the_allocation);
   tcase_add_test(t, held_native_room_is_not_planned_into);
   tcase_add_test(t, demand_budget_evicts_lru_for_faults);
+  tcase_add_test(t, launch_past_the_device_reads_in_place);
   suite_add_tcase(s, t);
   return vx_check_run(s, 1);
 }

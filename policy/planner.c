@@ -20,6 +20,13 @@ void planner_note_free(pol_t *p, const struct pol_arec *a) {
   d->gap = p->seq - a->use_seq;
 }
 
+/* The gap from a's last use to its free in its name's last lifetime, if
+ * one is remembered; NULL if none. */
+static const struct pol_death *last_death(const pol_t *p, const struct pol_arec *a) {
+  const struct pol_death *d = &p->death[a->name & (POL_DEATH_SLOTS - 1)];
+  return d->name == a->name ? d : NULL;
+}
+
 /* A resident chunk whose allocation history says is about to be freed,
  * with no predicted use before then: returns the position (launches from
  * now, >= 1) by which its room comes back for free, else 0.  Evicting it
@@ -27,8 +34,8 @@ void planner_note_free(pol_t *p, const struct pol_arec *a) {
  * predicted after the free is the next incarnation's, of the same name. */
 static uint64_t dying(const pol_t *p, const struct pol_chunk *c) {
   const struct pol_arec *a = c->a;
-  const struct pol_death *d = &p->death[a->name & (POL_DEATH_SLOTS - 1)];
-  if (!a->use_seq || d->name != a->name) return 0;
+  const struct pol_death *d = last_death(p, a);
+  if (!a->use_seq || !d) return 0;
   uint64_t f = a->use_seq + d->gap; /* freed after launch f */
   if (f < p->seq) return 0;         /* overdue: history was wrong this time */
   if (c->stamp == p->epoch && c->next_use && p->seq + c->next_use <= f) return 0;
@@ -377,8 +384,8 @@ static int only_read_by(const pol_launch_t *l, uint64_t id, uint32_t k) {
  * as cnn's activations are each iteration). */
 static int unused_again(const pol_t *p, const struct pol_chunk *c) {
   if (!c->next2) return 1;
-  const struct pol_death *d = &p->death[c->a->name & (POL_DEATH_SLOTS - 1)];
-  return d->name == c->a->name && d->gap < c->next2;
+  const struct pol_death *d = last_death(p, c->a);
+  return d && d->gap < c->next2;
 }
 
 /* Plans up to `most` of the launch's chunks to be read in place; returns

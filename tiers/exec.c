@@ -301,7 +301,11 @@ static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uin
     const pol_action_t *a = &pl->actions[i];
     ex_alloc_t *e;
     HASH_FIND(hh, d->by_id, &a->alloc_id, sizeof a->alloc_id, e);
-    if (!e || a->op == POL_OP_DROP) continue;
+    /* The policy plans reads in place only for ranges known to be read,
+     * and libvx passes none known (launch_plan.c): never in its plans.
+     * Ignored, one would only leave its chunks to fault in, as the
+     * contract allows (policy.h). */
+    if (!e || a->op == POL_OP_DROP || a->op == POL_OP_READ_IN_PLACE) continue;
     size_t off = (size_t)a->index << VX_CHUNK_SHIFT;
     if (off >= e->size && a->op != POL_OP_ADVISE_READ_MOSTLY) continue;
     ex_op_t *o = &ops[n++];
@@ -318,14 +322,6 @@ static int translate_locked(ex_dev_t *d, const pol_plan_t *pl, ex_op_t *ops, uin
       o->n = (size_t)a->count << VX_CHUNK_SHIFT;
     if (a->op == POL_OP_PREFETCH && e->pinned) {
       o->dropped = 1; /* it stays on the host: the kernel reads it over the link */
-      continue;
-    }
-    /* The policy plans reads in place only for ranges known to be read,
-     * and libvx passes none known (launch_plan.c): never in its plans.
-     * Ignored, one would only leave its chunks to fault in, as the
-     * contract allows (policy.h). */
-    if (a->op == POL_OP_READ_IN_PLACE) {
-      n--;
       continue;
     }
     if (a->op == POL_OP_PREFETCH && !(a->flags & POL_ACT_NODATA))

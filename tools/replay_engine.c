@@ -685,10 +685,10 @@ static double gather(struct eng *e, const rp_event_t *ev, double t0, uint32_t *n
         host_dir(e, g, rg->mode, host);
       else if (e->ck[g].loc == C_DEV)
         wait = wait > e->ck[g].arrive ? wait : e->ck[g].arrive;
+      /* pinned, advised in place, or no room left by native memory */
       else if ((e->m->live_place && (thrash_pinned(&e->ck[g]) || e->once[d] == ONCE_DONE)) ||
                e->cap == 0 || e->ck[g].in_place)
-        host_dir(e, g, rg->mode,
-                 host); /* pinned, advised in place, or no room left by native memory */
+        host_dir(e, g, rg->mode, host);
       else
         e->missing[(*nm)++] = g;
     }
